@@ -1,0 +1,44 @@
+"""xlanb: ordinary PyTorch on XLA, lazily, in a notebook, with a view of what the runtime does.
+
+    import torch, xlanb
+    x = torch.randn(4, 4, device="xla")
+    y = (x @ x).relu().sum()
+    xlanb.sync()            # compile (once) and launch the pending graph
+    print(y.item())
+"""
+
+from __future__ import annotations
+
+import torch as _torch
+
+from xlanb import metrics, debug
+from xlanb.capture import register as _register
+from xlanb.capture.modes import eager_mode, eager_mode_context, is_eager_mode
+from xlanb.capture.realize import sync
+from xlanb.capture.rng import manual_seed
+from xlanb.runtime.executor import wait
+
+__version__ = "0.1.0"
+__all__ = [
+    "device", "sync", "wait", "eager_mode", "is_eager_mode", "eager_mode_context",
+    "manual_seed", "metrics", "debug", "__version__",
+]
+
+_device = _register()
+
+
+def device(index: int = 0) -> _torch.device:
+    """The xla device (`xla:0` unless XLANB_DEVICE_NAME says otherwise)."""
+    if index != 0:
+        raise ValueError(f"xlanb drives one device; xla:{index} does not exist")
+    return _device
+
+
+def load_ipython_extension(ip):   # `%load_ext xlanb`
+    from xlanb.notebook import load_ipython_extension as load
+    load(ip)
+
+
+def unload_ipython_extension(ip):
+    from xlanb.notebook import unload_ipython_extension as unload
+    unload(ip)

@@ -1,0 +1,106 @@
+"""The one frozen configuration object; the only reader of XLANB_* environment variables.
+
+Every variable is listed in docs/config.md. Tests and notebooks change settings for a
+scope with `override(...)`, never by editing the environment after import.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import os
+import warnings
+from pathlib import Path
+
+
+def _default_cache_dir() -> str:
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return str(Path(base) / "xlanb" / "jax-compilation-cache")
+
+
+@dataclasses.dataclass(frozen=True)
+class Config:
+    cache_size: int = 2048          # XLANB_CACHE_SIZE: compiled executables kept in memory (LRU)
+    cache_dir: str = ""             # XLANB_CACHE_DIR: JAX persistent compilation cache ("" = default)
+    persistent_cache: bool = True   # XLANB_PERSISTENT_CACHE=0 turns the disk cache off
+    device_name: str = "xla"        # XLANB_DEVICE_NAME: the torch device type name (PrivateUse1)
+    platform: str = ""              # XLANB_PLATFORM: jax backend (cpu, gpu, tpu); "" = jax's default
+    debug: int = 0                  # XLANB_DEBUG: 0..5, see docs/config.md
+    report: str = "on"              # XLANB_REPORT: on | off | compact | full (notebook cell report)
+    max_frames: int = 8             # XLANB_MAX_FRAMES: user frames shown in reports
+    special_scalars: bool = True    # XLANB_SPECIAL_SCALARS=0 lifts 0 and +-1 as graph inputs too
+
+
+def _env_bool(value: str) -> bool:
+    return value.strip().lower() not in ("0", "false", "no", "off", "")
+
+
+def from_environ(environ=os.environ) -> Config:
+    """Reads XLANB_* once; unknown XLANB_ names are rejected so typos do not pass silently."""
+    fields = {
+        "XLANB_CACHE_SIZE": ("cache_size", int),
+        "XLANB_CACHE_DIR": ("cache_dir", str),
+        "XLANB_PERSISTENT_CACHE": ("persistent_cache", _env_bool),
+        "XLANB_DEVICE_NAME": ("device_name", str),
+        "XLANB_PLATFORM": ("platform", str),
+        "XLANB_DEBUG": ("debug", int),
+        "XLANB_REPORT": ("report", str),
+        "XLANB_MAX_FRAMES": ("max_frames", int),
+        "XLANB_SPECIAL_SCALARS": ("special_scalars", _env_bool),
+    }
+    values = {}
+    for name, raw in environ.items():
+        if not name.startswith("XLANB_"):
+            continue
+        if name not in fields:
+            known = ", ".join(sorted(fields))
+            warnings.warn(f"xlanb ignores the unknown environment variable {name}; it reads: {known}",
+                          stacklevel=2)
+            continue
+        field, parse = fields[name]
+        try:
+            values[field] = parse(raw)
+        except ValueError:
+            raise ValueError(f"{name}={raw!r} is not a valid {parse.__name__}") from None
+    cfg = Config(**values)
+    if not cfg.cache_dir:
+        cfg = dataclasses.replace(cfg, cache_dir=_default_cache_dir())
+    _validate(cfg)
+    return cfg
+
+
+def _validate(cfg: Config) -> None:
+    if cfg.cache_size < 1:
+        raise ValueError(f"cache_size must be >= 1, got {cfg.cache_size}")
+    if not 0 <= cfg.debug <= 5:
+        raise ValueError(f"debug level must be 0..5, got {cfg.debug}")
+    if cfg.report not in ("on", "off", "compact", "full"):
+        raise ValueError(f"report must be on, off, compact or full, got {cfg.report!r}")
+
+
+_current = from_environ()
+
+
+def config() -> Config:
+    return _current
+
+
+def set_config(**changes) -> Config:
+    """Replaces settings for the rest of the process; returns the previous config."""
+    global _current
+    previous = _current
+    new = dataclasses.replace(_current, **changes)
+    _validate(new)
+    _current = new
+    return previous
+
+
+@contextlib.contextmanager
+def override(**changes):
+    """`with override(cache_size=1): ...` changes settings for a scope."""
+    global _current
+    previous = set_config(**changes)
+    try:
+        yield _current
+    finally:
+        _current = previous

@@ -1,0 +1,20 @@
+"""Capture: the xla device, the LazyTensor subclass, and op dispatch into the IR."""
+
+from __future__ import annotations
+
+from xlanb._config import config
+from xlanb.capture import dispatch, factories, tensor
+from xlanb.capture.device import register_device
+
+_done: list = []
+
+
+def register():
+    """Registers the device, the dispatch and the factories (once per process)."""
+    if not _done:
+        device = register_device(config().device_name)
+        tensor.set_device(device)
+        dispatch.install()
+        factories.register_factories()
+        _done.append(device)
+    return _done[0]

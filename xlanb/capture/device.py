@@ -1,0 +1,76 @@
+"""The `xla` torch device: PrivateUse1 renamed, with Python hooks and a device guard."""
+
+from __future__ import annotations
+
+import sys
+
+import torch
+from torch.utils import backend_registration
+
+_registered: list[str] = []
+
+
+class DeviceModule:
+    """`torch.<name>`: what torch asks of a PrivateUse1 device module."""
+
+    @staticmethod
+    def is_available() -> bool:
+        return True
+
+    @staticmethod
+    def device_count() -> int:
+        return 1
+
+    @staticmethod
+    def current_device() -> int:
+        return 0
+
+    @staticmethod
+    def is_initialized() -> bool:
+        return True
+
+    @staticmethod
+    def _is_in_bad_fork() -> bool:
+        return False
+
+    @staticmethod
+    def manual_seed(seed: int) -> None:
+        from xlanb.capture.rng import manual_seed   # rng imports the capture stack
+        manual_seed(seed)
+
+    manual_seed_all = manual_seed
+
+    @staticmethod
+    def synchronize(device=None) -> None:
+        from xlanb.runtime.executor import wait
+        wait()
+
+    @staticmethod
+    def get_amp_supported_dtype():
+        return [torch.float16, torch.bfloat16]
+
+
+def register_device(name: str) -> torch.device:
+    """Renames PrivateUse1 to `name`; fails clearly if torch_xla or another backend has it."""
+    if _registered:
+        if _registered[0] != name:
+            raise RuntimeError(f"xlanb already registered its device as '{_registered[0]}'")
+        return torch.device(name, 0)
+    if "torch_xla" in sys.modules:
+        raise ImportError(
+            "xlanb cannot be imported next to torch_xla: both want the 'xla' device. "
+            "Use one of them per process (restart the kernel), or set XLANB_DEVICE_NAME "
+            "to another name before importing xlanb.")
+    current = torch._C._get_privateuse1_backend_name()
+    if current != "privateuseone":
+        raise ImportError(
+            f"xlanb needs torch's PrivateUse1 backend, but it is already registered as "
+            f"'{current}' by another library. Import xlanb in a fresh process before that library.")
+    if name == "xla" and hasattr(torch, "xla"):
+        raise ImportError("torch.xla already exists (torch_xla?); set XLANB_DEVICE_NAME to another name")
+    torch.utils.rename_privateuse1_backend(name)
+    torch._register_device_module(name, DeviceModule())
+    torch._C._acc.register_python_privateuseone_hook(backend_registration._DummyPrivateUse1Hook())
+    torch._C._acc.register_python_privateuseone_device_guard(backend_registration._DummyDeviceGuard())
+    _registered.append(name)
+    return torch.device(name, 0)

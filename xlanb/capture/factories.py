@@ -1,0 +1,81 @@
+"""Factory functions on the PrivateUse1 key: tensors created directly on the device.
+
+`torch.zeros(3, device="xla")` and friends reach `empty.memory_format` (then `zero_`
+arrives through __torch_dispatch__); ops without tensor arguments that cannot go that
+way (arange, eye, linspace, ...) are recorded directly. `_copy_from` serves
+`torch.tensor(data, device="xla")` and CPU <-> xla copies.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from xlanb.capture.realize import to_cpu
+from xlanb.capture.state import state
+from xlanb.capture.tensor import LazyTensor, new_tensor, write
+from xlanb.capture import realize
+from xlanb.capture.rng import take_key
+from xlanb.ir.node import data_node, make_node, meta_of
+from xlanb.lower.registry import lookup
+from xlanb.runtime.transfer import upload
+
+aten = torch.ops.aten
+_library: list = []
+
+
+def _record_factory(op, args: tuple, kwargs: dict):
+    """A node with no operands; shape and dtype from the op on the meta device."""
+    kwargs = {k: v for k, v in kwargs.items() if k not in ("device", "pin_memory", "layout", "generator")}
+    meta = meta_of(op(*args, **kwargs, device="meta"))
+    args = tuple(tuple(a) if isinstance(a, list) else a for a in args)
+    rule = lookup(str(op))
+    if rule is not None and rule.rng:
+        args = (take_key(),) + args
+    mark = realize.eager_mark() if state.eager else 0
+    t = new_tensor(make_node(op, str(op), args, kwargs or None, meta), meta)
+    if state.eager:
+        realize.sync_eager(mark, str(op))
+    return t
+
+
+def _factory(op):
+    def impl(*args, **kwargs):
+        return _record_factory(op, args, kwargs)
+    return impl
+
+
+def _copy_from(src, dst, non_blocking=False):
+    if type(dst) is LazyTensor and type(src) is not LazyTensor:     # cpu -> xla
+        m = meta_of(dst)
+        host = src.detach().to(dtype=dst.dtype).expand(dst.shape)
+        write(dst, data_node(upload(host), m))
+        return dst
+    if type(src) is LazyTensor and type(dst) is not LazyTensor:     # xla -> cpu
+        return dst.copy_(to_cpu(src, cause="copy to CPU"))
+    return dst.copy_(src)
+
+
+def _copy_from_and_resize(src, dst):
+    if tuple(dst.shape) != tuple(src.shape):
+        raise RuntimeError("xlanb cannot resize a tensor in place; allocate the destination with the right shape")
+    return _copy_from(src, dst)
+
+
+FACTORIES = (
+    "empty.memory_format", "empty_strided", "arange", "arange.start", "arange.start_step",
+    "eye", "eye.m", "linspace", "logspace", "full", "zeros", "ones", "scalar_tensor",
+    "randperm", "tril_indices", "triu_indices",
+)
+
+
+def register_factories() -> None:
+    if _library:
+        return
+    lib = torch.library.Library("aten", "IMPL")
+    for name in FACTORIES:
+        packet, _, overload = name.partition(".")
+        op = getattr(getattr(aten, packet), overload or "default")
+        lib.impl(name, _factory(op), "PrivateUse1")
+    lib.impl("_copy_from", _copy_from, "PrivateUse1")
+    lib.impl("_copy_from_and_resize", _copy_from_and_resize, "PrivateUse1")
+    _library.append(lib)

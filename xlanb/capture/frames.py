@@ -1,0 +1,45 @@
+"""The user's Python frames: where an op, a compile or a forced execution came from."""
+
+from __future__ import annotations
+
+import linecache
+import os
+import sys
+
+import torch
+
+from xlanb.events import Frame
+
+_LIBRARY_DIRS = tuple(os.path.dirname(m.__file__) + os.sep for m in (torch,)) + (
+    os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep,
+    os.path.dirname(os.__file__) + os.sep,
+)
+_HIDDEN_FILES = ("<frozen ", "contextlib.py")
+
+
+def is_library(filename: str) -> bool:
+    return filename.startswith(_LIBRARY_DIRS) or filename.startswith(_HIDDEN_FILES)
+
+
+def user_frames(limit: int = 8, skip_library: bool = True) -> tuple[Frame, ...]:
+    """The innermost `limit` user frames, innermost first (library frames hidden)."""
+    frames = []
+    f = sys._getframe(1)
+    while f is not None and len(frames) < limit:
+        code = f.f_code
+        if not (skip_library and is_library(code.co_filename)):
+            line = linecache.getline(code.co_filename, f.f_lineno).strip()
+            frames.append(Frame(code.co_filename, f.f_lineno, code.co_name, line))
+        f = f.f_back
+    return tuple(frames)
+
+
+def user_location() -> tuple[str, int] | None:
+    """(filename, line) of the innermost user frame; cheap enough for every op when enabled."""
+    f = sys._getframe(2)
+    while f is not None:
+        filename = f.f_code.co_filename
+        if not is_library(filename):
+            return (filename, f.f_lineno)
+        f = f.f_back
+    return None

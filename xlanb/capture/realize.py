@@ -1,0 +1,139 @@
+"""Turning pending nodes into device buffers: sync, eager syncs and value access.
+
+- `sync()` (torch_xla's mark_step) computes every live pending tensor as one graph.
+  Buffers that the graph overwrites (old values of tensors written in place) are
+  donated to its outputs.
+- Eager mode syncs what each op made pending, right after the op.
+- Value access (`.item()`, `.cpu()`, `print`) computes just the tensor asked for and
+  *keeps* the result: asking twice runs nothing the second time.
+
+A failed compile or execution changes nothing: every pending graph stays as it was.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from xlanb import events
+from xlanb._config import config
+from xlanb.capture.frames import user_frames
+from xlanb.capture.state import state
+from xlanb.capture.tensor import LazyTensor, base_node, holder_node, prune_pending, view_chain
+from xlanb.ir.graph import build_graph
+from xlanb.ir.node import Node
+from xlanb.runtime import executor
+from xlanb.runtime.transfer import download
+
+# Called before any execution while tracing a compiled function; set by modes.py.
+execution_guards: list = []
+# Called with every graph about to run (debug printing, graph-limit checks); set by modes.py.
+graph_hooks: list = []
+
+
+def raise_deferred() -> None:
+    """Re-raises an error that happened inside the autograd engine."""
+    if state.deferred:
+        error = state.deferred[0]
+        state.deferred.clear()
+        raise RuntimeError(
+            f"an error was raised inside backward: {type(error).__name__}: {error}\n"
+            "xlanb keeps errors raised inside the autograd engine until the next sync or value "
+            "access (raising there would kill the process). Tensors computed by that backward "
+            "(e.g. .grad) are invalid: zero them (optimizer.zero_grad()) and run the step again."
+        ) from error
+
+
+def execute(roots: list[Node], *, name: str, eager: bool, cause: str, frames=(), donate: bool) -> None:
+    """Compiles (or fetches) and runs the graph behind `roots`, then stores the results."""
+    graph = build_graph(roots, name)
+    for hook in graph_hooks:
+        hook(graph, eager=eager, cause=cause, frames=frames)
+    if donate:
+        overwritten = state.overwritten
+        positions = tuple(i for i, n in enumerate(graph.inputs) if n in overwritten)
+        if positions:
+            graph = graph.with_donation(positions)
+    outs = executor.run_graph(graph, eager=eager, cause=cause, frames=frames)
+    for root, buf in zip(graph.roots, outs):
+        root.release(buf)
+
+
+def pending_roots() -> list[Node]:
+    """Base nodes of all live pending tensors, deduplicated, in first-pending order."""
+    seen = set()
+    roots = []
+    for ref in state.pending:
+        h = ref()
+        if h is None:
+            continue
+        n = holder_node(h)
+        if n.buf is None and n not in seen:
+            seen.add(n)
+            roots.append(n)
+    return roots
+
+
+def sync(wait: bool = False) -> None:
+    """Compiles and launches the pending graph of all live tensors (torch_xla's mark_step)."""
+    raise_deferred()
+    roots = pending_roots()
+    frames = user_frames(config().max_frames) if roots else ()
+    events.emit(events.Sync(kind="mark_step", name=state.graph_name, roots=len(roots), cause="xlanb.sync",
+                            frames=frames))
+    if roots:
+        execute(roots, name=state.graph_name, eager=False, cause="xlanb.sync", frames=frames, donate=True)
+    state.pending.clear()
+    if wait:
+        executor.wait()
+
+
+def sync_eager(mark: int, name: str) -> None:
+    """Eager mode: computes what the last op made pending (state.pending[mark:])."""
+    seen = set()
+    roots = []
+    for ref in state.pending[mark:]:
+        h = ref()
+        if h is None:
+            continue
+        n = holder_node(h)
+        if n.buf is None and n not in seen:
+            seen.add(n)
+            roots.append(n)
+    if roots:
+        # donating is safe only when no other pending graph may still read the old buffers
+        execute(roots, name=name, eager=True, cause="eager op", donate=(mark == 0))
+    del state.pending[mark:]
+
+
+def eager_mark() -> int:
+    """Where this op's pending holders will start; prunes stale lazy entries first."""
+    if state.pending:
+        prune_pending()
+    return len(state.pending)
+
+
+def realize(t: LazyTensor, cause: str) -> Node:
+    """Computes t's base value (a forced execution in lazy mode) and returns its node."""
+    raise_deferred()
+    n = base_node(t)
+    if n.buf is None:
+        frames = user_frames(config().max_frames)
+        for guard in execution_guards:
+            guard(cause, frames)
+        events.emit(events.Sync(kind="value", name=state.graph_name, roots=1, cause=cause, frames=frames))
+        execute([n], name=state.graph_name, eager=False, cause=cause, frames=frames, donate=False)
+    return n
+
+
+def to_cpu(t: LazyTensor, cause: str = "value access") -> torch.Tensor:
+    """A CPU copy of t's value. Views are applied on the host: no compile for a view."""
+    n = realize(t, cause)
+    host = download(n.buf)
+    chain = view_chain(t)
+    if chain:
+        with torch.no_grad():
+            for step in chain:
+                out = step.op(host, *step.args, **(step.kwargs or {}))
+                host = out if step.index is None else out[step.index]
+            host = host.clone()
+    return host

@@ -1,0 +1,191 @@
+"""Recording an ATen call as a node: argument conversion, scalar lifting, shape inference.
+
+Shape and dtype come from torch's own meta kernels, so errors are torch's errors,
+raised at the user's line. Meta kernels are slow in Python (tens of microseconds), so
+their results are memoised by (op, input metas, constant arguments); lifted scalars
+enter that key by type only.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from xlanb.capture import rng
+from xlanb.capture.frames import user_location
+from xlanb.capture.state import state
+from xlanb.capture.tensor import LazyTensor, new_tensor, value
+from xlanb.ir.node import Meta, Node, Scalar, data_node, lift, make_node, meta_of
+from xlanb.lower.registry import lookup
+from xlanb.runtime.transfer import upload
+
+TENSOR, TENSORS, NUMBER, NUMBERS, OTHER = range(5)
+_META_DEVICE = torch.device("meta")
+
+
+class NoMetaKernel(Exception):
+    """The op cannot be shape-inferred (no meta kernel, or data-dependent output)."""
+
+
+def _kind(arg_type) -> int:
+    text = str(arg_type)
+    if text in ("Tensor", "Optional[Tensor]"):
+        return TENSOR
+    if text in ("List[Tensor]", "List[Optional[Tensor]]"):
+        return TENSORS
+    if text in ("number", "Optional[number]"):
+        return NUMBER
+    if text == "List[number]":
+        return NUMBERS
+    return OTHER
+
+
+class OpPlan:
+    """What record needs to know about an op, computed once."""
+
+    __slots__ = ("name", "positional", "keyword", "rule", "meta_cache", "returns_list")
+
+    def __init__(self, func):
+        schema = func._schema
+        self.name = str(func)
+        self.positional = tuple(_kind(a.type) for a in schema.arguments if not a.kwarg_only)
+        self.keyword = {a.name: _kind(a.type) for a in schema.arguments if a.kwarg_only}
+        self.rule = lookup(self.name)
+        self.meta_cache: dict = {}
+        self.returns_list = len(schema.returns) == 1 and str(schema.returns[0].type).startswith("List")
+
+
+def plan_of(func) -> OpPlan:
+    try:
+        return func._xlanb_plan
+    except AttributeError:
+        p = func._xlanb_plan = OpPlan(func)
+        return p
+
+
+def cpu_input(t: torch.Tensor) -> Node:
+    """A CPU tensor used by an xla op: uploaded once, as a graph input."""
+    return data_node(upload(t), meta_of(t))
+
+
+def _convert(x, kind):
+    t = type(x)
+    if t is LazyTensor:
+        return value(x)
+    if kind == TENSOR or kind == NUMBER or kind == OTHER:
+        if isinstance(x, torch.Tensor):
+            return cpu_input(x)
+        if kind == OTHER:
+            return tuple(x) if t is list else x
+        return lift(x)
+    if kind == TENSORS:
+        return tuple(_convert(y, TENSOR) for y in x)
+    if kind == NUMBERS:
+        return tuple(lift(y) for y in x)
+    return x
+
+
+def to_node_args(plan: OpPlan, args, kwargs):
+    kinds = plan.positional
+    nargs = tuple(_convert(a, kinds[i] if i < len(kinds) else OTHER) for i, a in enumerate(args))
+    if not kwargs:
+        return nargs, None
+    keyword = plan.keyword
+    nkwargs = {k: _convert(v, keyword.get(k, OTHER)) for k, v in kwargs.items() if k != "generator"}
+    return nargs, (nkwargs or None)
+
+
+def meta_key(x):
+    t = type(x)
+    if t is Node:
+        return x.meta
+    if t is Scalar:
+        return type(x.value)
+    if t is tuple:
+        return tuple(meta_key(y) for y in x)
+    if t is dict:
+        return tuple((k, meta_key(v)) for k, v in x.items())
+    if t is float or t is int or t is bool:
+        return (t, "nan") if x != x else (t, x)   # 1 == 1.0 == True, but not to torch
+    return x
+
+
+def _to_meta(x):
+    t = type(x)
+    if t is Node:
+        return x.meta.empty()
+    if t is Scalar:
+        return x.value
+    if t is tuple:
+        return [_to_meta(y) for y in x]
+    if t is torch.device:
+        return _META_DEVICE
+    return x
+
+
+def infer_meta(func, plan: OpPlan, nargs, nkwargs):
+    """Output Meta (or tuple of Meta/None) of func on these node arguments."""
+    key = (meta_key(nargs), meta_key(nkwargs) if nkwargs else None)
+    try:
+        return plan.meta_cache[key]
+    except KeyError:
+        pass
+    except TypeError:          # an unhashable constant: infer without the cache
+        key = None
+    margs = tuple(_to_meta(a) for a in nargs)
+    mkwargs = {k: _to_meta(v) for k, v in nkwargs.items()} if nkwargs else {}
+    try:
+        out = func(*margs, **mkwargs)
+    except NotImplementedError as e:
+        raise NoMetaKernel(str(e)) from e
+    except RuntimeError as e:
+        text = str(e)
+        if "meta tensor" in text or "data-dependent" in text:   # needs the data, not a shape error
+            raise NoMetaKernel(text) from e
+        raise
+    meta = _out_meta(out)
+    if key is not None:
+        plan.meta_cache[key] = meta
+    return meta
+
+
+def _out_meta(out):
+    if isinstance(out, torch.Tensor):
+        return meta_of(out)
+    if isinstance(out, (tuple, list)) and all(isinstance(o, torch.Tensor) for o in out):
+        return tuple(meta_of(o) for o in out)
+    raise NoMetaKernel(f"output of type {type(out).__name__} needs the data")
+
+
+def record_node(func, args, kwargs) -> Node:
+    """Records func as one node (multi-output ops: a node with a tuple meta)."""
+    plan = plan_of(func)
+    nargs, nkwargs = to_node_args(plan, args, kwargs)
+    meta = infer_meta(func, plan, nargs, nkwargs)
+    if plan.rule is not None and plan.rule.rng:
+        nargs = (rng.take_key(),) + nargs
+    loc = user_location() if state.track_locations else None
+    return make_node(func, plan.name, nargs, nkwargs, meta, loc)
+
+
+def outputs_of(node: Node):
+    """Node -> the tensors torch expects back (one, a tuple, or a list)."""
+    meta = node.meta
+    if isinstance(meta, Meta):
+        return new_tensor(node, meta)
+    outs = [new_tensor(getitem(node, i), m) for i, m in enumerate(meta)]
+    return outs if plan_of(node.op).returns_list else tuple(outs)
+
+
+def output_nodes(node: Node) -> tuple:
+    """Node -> one node per tensor output."""
+    if isinstance(node.meta, Meta):
+        return (node,)
+    return tuple(getitem(node, i) for i in range(len(node.meta)))
+
+
+def getitem(node: Node, i: int) -> Node:
+    return make_node("xlanb.getitem", "xlanb.getitem", (node, i), None, node.meta[i], node.loc)
+
+
+def record(func, args, kwargs):
+    return outputs_of(record_node(func, args, kwargs))

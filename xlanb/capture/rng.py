@@ -1,0 +1,56 @@
+"""The device RNG: a threefry key held like a tensor, threaded through the graph.
+
+Each random op takes the current key as a graph input and advances the state to
+`xlanb.rng_next(key)`, so consecutive draws differ and never recompile, and
+`manual_seed` (or `torch.manual_seed`) reproduces them.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from xlanb.capture.state import state
+from xlanb.capture.tensor import Storage, mark_pending
+from xlanb.ir.node import Node, data_node, intern_meta, make_node
+from xlanb.runtime.transfer import upload_numpy
+
+KEY_META = intern_meta((2,), torch.uint32)
+_storage: list[Storage] = []
+
+
+def key_data(seed: int) -> np.ndarray:
+    seed = int(seed) & 0xFFFFFFFFFFFFFFFF
+    return np.array([(seed >> 32) & 0xFFFFFFFF, seed & 0xFFFFFFFF], dtype=np.uint32)
+
+
+def rng_storage() -> Storage:
+    if not _storage:
+        _storage.append(Storage(data_node(upload_numpy(key_data(torch.initial_seed())), KEY_META)))
+    return _storage[0]
+
+
+def manual_seed(seed: int) -> None:
+    """Seeds the xla device RNG (torch.manual_seed calls this too)."""
+    s = rng_storage()
+    s.node = data_node(upload_numpy(key_data(seed)), KEY_META)
+    s.version += 1
+
+
+def take_key() -> Node:
+    """The key for one random op; the state moves on to the next key."""
+    s = rng_storage()
+    key = s.node
+    if key.buf is not None:
+        state.overwritten.add(key)
+    s.node = make_node("xlanb.rng_next", "xlanb.rng_next", (key,), None, KEY_META)
+    s.version += 1
+    mark_pending(s)
+    return key
+
+
+def pending_key() -> Node | None:
+    """The RNG state's node if it still needs computing (eager mode syncs it with the op)."""
+    if _storage and _storage[0].node.buf is None:
+        return _storage[0].node
+    return None

@@ -1,0 +1,200 @@
+"""LazyTensor: a wrapper tensor on `xla:0` whose value is an IR node.
+
+A tensor that nobody aliases holds its node directly (`_n`), the fast common case.
+Once a view is taken, the tensor and its views share a Storage cell holding the base
+node; each view keeps the chain of view steps from that base. Reading a view applies
+the chain (cached per storage version); writing through a view scatters the new value
+back into the base (`xlanb.view_scatter`), so in-place ops are functionalised in Python.
+"""
+
+from __future__ import annotations
+
+import weakref
+
+import torch
+
+from xlanb.capture.state import state
+from xlanb.ir.node import Meta, Node, make_node
+
+_make_wrapper = torch.Tensor._make_wrapper_subclass
+_STRIDED = torch.strided
+DEVICE = [torch.device("cpu")]     # set to xla:0 by xlanb.capture.register
+
+
+class Storage:
+    """The shared base value of a tensor and its views."""
+
+    __slots__ = ("node", "version", "__weakref__")
+
+    def __init__(self, node: Node):
+        self.node = node
+        self.version = 0
+
+
+class ViewStep:
+    """One view op applied to the base: `op(base, *args, **kwargs)` with output `meta`.
+
+    Multi-output views (split, unbind) keep the op's full output metas and the index.
+    """
+
+    __slots__ = ("op", "name", "args", "kwargs", "meta", "index", "node_meta")
+
+    def __init__(self, op, name, args, kwargs, meta, index=None, node_meta=None):
+        self.op, self.name, self.args, self.kwargs, self.meta = op, name, args, kwargs, meta
+        self.index, self.node_meta = index, node_meta
+
+    def apply(self, base: Node) -> Node:
+        if self.index is None:
+            return make_node(self.op, self.name, (base,) + self.args, self.kwargs or None, self.meta)
+        whole = make_node(self.op, self.name, (base,) + self.args, self.kwargs or None, self.node_meta)
+        return make_node("xlanb.getitem", "xlanb.getitem", (whole, self.index), None, self.meta)
+
+    def spec(self) -> tuple:
+        return (self.name, self.args, tuple((self.kwargs or {}).items()), self.index)
+
+
+class LazyTensor(torch.Tensor):
+    __slots__ = ("_n", "_s", "_v", "_cv", "_cn")
+    __torch_function__ = torch._C._disabled_torch_function_impl
+
+    # Methods torch refuses for subclasses, or that must not pickle device state.
+    def tolist(self):
+        return self.cpu().tolist()
+
+    def numpy(self, *, force: bool = False):
+        if self.requires_grad and not force:
+            raise RuntimeError("Can't call numpy() on Tensor that requires grad. "
+                               "Use tensor.detach().numpy() instead.")
+        return self.detach().cpu().numpy()
+
+    def __reduce_ex__(self, protocol):
+        """Pickling (torch.save) stores a CPU tensor, so checkpoints load anywhere."""
+        return self.detach().cpu().requires_grad_(self.requires_grad).__reduce_ex__(protocol)
+
+    def __deepcopy__(self, memo):
+        if id(self) in memo:
+            return memo[id(self)]
+        with torch.no_grad():
+            new = self.clone()
+        new.requires_grad_(self.requires_grad)
+        if self.grad is not None:
+            new.grad = self.grad.__deepcopy__(memo)
+        new.__dict__.update({k: v for k, v in self.__dict__.items()})
+        memo[id(self)] = new
+        return new
+
+
+def new_tensor(node: Node, meta: Meta) -> LazyTensor:
+    """A fresh, unaliased tensor holding `node`."""
+    if meta.mkstrides is None:
+        t = _make_wrapper(LazyTensor, meta.shape, None, None, None, meta.dtype, _STRIDED, DEVICE[0])
+    else:
+        t = _make_wrapper(LazyTensor, meta.shape, meta.strides, meta.offset, None, meta.dtype, _STRIDED, DEVICE[0])
+    t._n = node
+    t._s = None
+    if node.buf is None:
+        mark_pending(t)
+    return t
+
+
+def new_view(storage: Storage, chain: tuple, meta: Meta) -> LazyTensor:
+    t = _make_wrapper(LazyTensor, meta.shape, meta.strides, meta.offset, None, meta.dtype, _STRIDED, DEVICE[0])
+    t._n = None
+    t._s = storage
+    t._v = chain
+    t._cv = -1
+    t._cn = None
+    return t
+
+
+def mark_pending(holder) -> None:
+    pending = state.pending
+    pending.append(weakref.ref(holder))
+    if len(pending) > state.prune_at:
+        prune_pending()
+
+
+def prune_pending() -> None:
+    """Drops dead and computed entries (the list only grows between syncs)."""
+    live = []
+    for ref in state.pending:
+        h = ref()
+        if h is not None and holder_node(h).buf is None:
+            live.append(ref)
+    state.pending[:] = live
+    state.prune_at = max(4096, 2 * len(live))
+
+
+def holder_node(h) -> Node:
+    """The base node of a holder (a LazyTensor or a Storage)."""
+    if type(h) is Storage:
+        return h.node
+    n = h._n
+    return n if n is not None else h._s.node
+
+
+def storage_of(t: LazyTensor) -> Storage:
+    """The tensor's storage cell, creating it (aliasing the tensor) on first use."""
+    s = t._s
+    if s is None:
+        s = Storage(t._n)
+        t._s = s
+        t._n = None
+        t._v = ()
+        t._cv = -1
+        t._cn = None
+        if s.node.buf is None:
+            mark_pending(s)
+    return s
+
+
+def value(t: LazyTensor) -> Node:
+    """The node holding `t`'s current value."""
+    n = t._n
+    if n is not None:
+        return n
+    s = t._s
+    if not t._v:
+        return s.node
+    if t._cv == s.version:
+        return t._cn
+    n = s.node
+    for step in t._v:
+        n = step.apply(n)
+    t._cv = s.version
+    t._cn = n
+    return n
+
+
+def base_node(t: LazyTensor) -> Node:
+    n = t._n
+    return n if n is not None else t._s.node
+
+
+def view_chain(t: LazyTensor) -> tuple:
+    return () if t._n is not None else t._v
+
+
+def write(t: LazyTensor, new: Node) -> None:
+    """Makes `new` (same shape and dtype as t) the value of t, through its views."""
+    n = t._n
+    if n is not None:
+        if n.buf is not None:
+            state.overwritten.add(n)
+        t._n = new
+        mark_pending(t)
+        return
+    s = t._s
+    old = s.node
+    if t._v:
+        chain = tuple(step.spec() for step in t._v)
+        new = make_node("xlanb.view_scatter", "xlanb.view_scatter", (old, new, chain), None, old.meta)
+    if old.buf is not None:
+        state.overwritten.add(old)
+    s.node = new
+    s.version += 1
+    mark_pending(s)
+
+
+def set_device(device: torch.device) -> None:
+    DEVICE[0] = device

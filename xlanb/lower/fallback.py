@@ -1,0 +1,86 @@
+"""CPU fallback: an op with no lowering runs in torch on the host through jax.pure_callback.
+
+The result is exactly torch's. Every execution is reported (events.Fallback), which
+metrics counts as `aten::<op>` and `executed_fallback_ops()` lists.
+"""
+
+from __future__ import annotations
+
+import jax
+import numpy as np
+import torch
+
+from xlanb import events
+from xlanb.lower.dtypes import to_jax_dtype
+from xlanb.lower.dtypes import numpy_to_torch, torch_to_numpy
+
+
+def _flatten(x, leaves: list):
+    """Replaces array leaves by their index in `leaves`; returns the skeleton."""
+    t = type(x)
+    if isinstance(x, jax.Array):
+        leaves.append(x)
+        return _Leaf(len(leaves) - 1)
+    if t is tuple or t is list:
+        return t(_flatten(y, leaves) for y in x)
+    if t is dict:
+        return {k: _flatten(v, leaves) for k, v in x.items()}
+    return x
+
+
+class _Leaf:
+    __slots__ = ("i",)
+
+    def __init__(self, i):
+        self.i = i
+
+
+def _unflatten(x, values):
+    t = type(x)
+    if t is _Leaf:
+        return values[x.i]
+    if t is tuple or t is list:
+        return t(_unflatten(y, values) for y in x)
+    if t is dict:
+        return {k: _unflatten(v, values) for k, v in x.items()}
+    return x
+
+
+def counter_name(name: str) -> str:
+    """`aten.nonzero.default` -> `aten::nonzero` (torch_xla's counter name)."""
+    parts = name.split(".")
+    return f"{parts[0]}::{parts[1]}" if len(parts) >= 2 else name
+
+
+def run_on_cpu(op, args, kwargs):
+    """Calls `op` on torch CPU tensors, with the result's tensors as a flat tuple."""
+    with torch.no_grad():
+        out = op(*args, **kwargs)
+    return out
+
+
+def lower_fallback(op, name: str, args, kwargs, meta):
+    if not isinstance(op, torch._ops.OpOverload):
+        raise NotImplementedError(f"xlanb: no lowering for {name}; see docs/adding_ops.md")
+    leaves: list = []
+    skeleton = _flatten((args, kwargs), leaves)
+    # lifted scalars arrive as 0-d arrays; torch wants Python numbers where the schema says Scalar
+    scalar_leaf = [getattr(getattr(leaf, "aval", None), "weak_type", False) for leaf in leaves]
+    multi = isinstance(meta, tuple)
+    metas = meta if multi else (meta,)
+    specs = tuple(jax.ShapeDtypeStruct(m.shape, to_jax_dtype(m.dtype)) for m in metas if m is not None)
+    counter = counter_name(name)
+
+    def host(*arrays):
+        values = [np.asarray(a).item() if is_scalar else numpy_to_torch(np.asarray(a))
+                  for a, is_scalar in zip(arrays, scalar_leaf)]
+        a, kw = _unflatten(skeleton, values)
+        out = run_on_cpu(op, a, kw)
+        outs = out if isinstance(out, (tuple, list)) else (out,)
+        outs = [o for o, m in zip(outs, metas) if m is not None]
+        events.emit(events.Fallback(op=counter))
+        return tuple(torch_to_numpy(o).reshape(s.shape) for o, s in zip(outs, specs))
+
+    results = iter(jax.pure_callback(host, specs, *leaves))
+    values = tuple(next(results) if m is not None else None for m in metas)
+    return values if multi else values[0]

@@ -1,0 +1,65 @@
+"""The lowering table: ATen overload name -> a pure JAX rule.
+
+A rule is a plain function of JAX arrays and attributes, in the ATen schema's argument
+order (tensors as arrays, optional tensors as None, tensor lists as lists, ints/bools/
+dtypes as Python values). Rules never see xlanb tensors, so the same table can serve
+FX graphs later. Register functional ops only: in-place (`add_`) and `out=` variants
+are derived by capture.
+
+Flags (at most what a rule needs):
+  promote="same"   operands are cast to torch's promoted dtype first (torch.result_type)
+  promote="float"  as "same", and integer/bool results become the default float dtype
+  rng=True         the rule takes a jax PRNG key as its first argument
+
+Lifted Python scalars reach a rule as weakly typed 0-d arrays: never branch on them.
+The lowering driver casts every result to the dtype torch's meta kernel predicted.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Callable
+
+
+@dataclasses.dataclass(frozen=True)
+class Rule:
+    name: str
+    fn: Callable
+    promote: str | None = None
+    rng: bool = False
+
+
+LOWERINGS: dict[str, Rule] = {}
+
+
+def lowers(*names: str, promote: str | None = None, rng: bool = False):
+    """Registers `fn` for each ATen overload name (e.g. "aten.add.Tensor")."""
+    if promote not in (None, "same", "float"):
+        raise ValueError(f"promote must be None, 'same' or 'float', got {promote!r}")
+
+    def register(fn):
+        for name in names:
+            if name in LOWERINGS:
+                raise ValueError(f"duplicate lowering for {name} ({LOWERINGS[name].fn.__module__})")
+            LOWERINGS[name] = Rule(name, fn, promote, rng)
+        return fn
+    return register
+
+
+def lookup(name: str) -> Rule | None:
+    _load_rules()
+    return LOWERINGS.get(name)
+
+
+def has_rule(name: str) -> bool:
+    _load_rules()
+    return name in LOWERINGS
+
+
+_loaded = [False]
+
+
+def _load_rules() -> None:
+    if not _loaded[0]:
+        _loaded[0] = True
+        from xlanb.lower import rules  # noqa: F401  (registers every family)

@@ -1,0 +1,81 @@
+"""xlanb's own ops (graph plumbing) and the copies and factories capture records."""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from xlanb.lower.dtypes import to_jax_dtype
+from xlanb.lower.registry import lookup, lowers
+
+_RESHAPES = {"aten.view.default", "aten._unsafe_view.default", "aten.reshape.default", "aten.alias.default",
+             "aten.detach.default", "aten.view.dtype"}
+
+
+@lowers("xlanb.getitem")
+def getitem(x, i):
+    return x[i]
+
+
+@lowers("xlanb.rng_next")
+def rng_next(key_data):
+    key = jax.random.wrap_key_data(key_data)
+    return jax.random.key_data(jax.random.fold_in(key, 0x5EED))
+
+
+@lowers("xlanb.error")
+def error(*args, **kwargs):
+    raise RuntimeError("this value was computed by an op that failed inside backward; "
+                       "recompute it (the original error was raised at the sync after that backward)")
+
+
+def apply_view(x, spec):
+    name, args, kwitems, index = spec
+    out = lookup(name).fn(x, *args, **dict(kwitems))
+    return out if index is None else out[index]
+
+
+@lowers("xlanb.view_scatter")
+def view_scatter(base, src, chain):
+    """Writes `src` into the part of `base` that the view chain selects."""
+    if all(spec[0] in _RESHAPES for spec in chain):
+        return src.reshape(base.shape).astype(base.dtype)
+    index_dtype = np.int32 if base.size < 2 ** 31 else np.int64
+    with jax.ensure_compile_time_eval():
+        positions = jnp.arange(base.size, dtype=index_dtype).reshape(base.shape)
+        for spec in chain:
+            positions = apply_view(positions, spec)
+        positions = np.asarray(positions).reshape(-1)
+    flat = base.reshape(-1).at[positions].set(src.reshape(-1).astype(base.dtype), unique_indices=True)
+    return flat.reshape(base.shape)
+
+
+@lowers("aten.copy.default")
+def copy(self, src, non_blocking=False):
+    return jnp.broadcast_to(src.astype(self.dtype), self.shape)
+
+
+@lowers("aten._to_copy.default")
+def to_copy(x, *, dtype=None, layout=None, device=None, pin_memory=None, non_blocking=False,
+            memory_format=None):
+    return x if dtype is None else x.astype(to_jax_dtype(dtype))
+
+
+@lowers("aten.clone.default")
+def clone(x, *, memory_format=None):
+    return x
+
+
+def _zeros(size, dtype):
+    return jnp.zeros(tuple(size), to_jax_dtype(dtype) if dtype is not None else jnp.float32)
+
+
+@lowers("aten.empty.memory_format")
+def empty(size, *, dtype=None, layout=None, device=None, pin_memory=None, memory_format=None):
+    return _zeros(size, dtype)
+
+
+@lowers("aten.empty_strided.default")
+def empty_strided(size, stride, *, dtype=None, layout=None, device=None, pin_memory=None):
+    return _zeros(size, dtype)

@@ -1,0 +1,213 @@
+"""Graph -> a pure JAX function, through the lowering table.
+
+The function takes (*input buffers, [float scalars], [int scalars]) and returns the
+roots' values. It holds no reference to graph nodes or buffers: every node is reduced
+to a plain step (rule, argument template with positions, output dtypes), so caches in
+JAX can never keep device memory alive.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import torch
+from jax._src.lax.lax import _convert_element_type
+from torch._prims_common import ELEMENTWISE_TYPE_PROMOTION_KIND, elementwise_dtypes
+
+from xlanb.ir.graph import Graph
+from xlanb.ir.node import Meta, Node, Scalar
+from xlanb.lower import fallback
+from xlanb.lower.dtypes import to_jax_dtype
+from xlanb.lower.registry import Rule, lookup
+
+
+_F64, _I64 = np.dtype(np.float64), np.dtype(np.int64)
+
+
+class LoweringError(RuntimeError):
+    """A rule failed while tracing; carries the node so the report can name it."""
+
+
+class _Ref:
+    """Template slot: the value of graph position `pos`."""
+    __slots__ = ("pos",)
+
+    def __init__(self, pos):
+        self.pos = pos
+
+
+class _ScalarRef:
+    """Template slot: lifted scalar `index` of vector `kind` ("f" or "i")."""
+    __slots__ = ("kind", "index", "py_type")
+
+    def __init__(self, kind, index, py_type):
+        self.kind, self.index, self.py_type = kind, index, py_type
+
+
+def _template(x, index, slots):
+    t = type(x)
+    if t is Node:
+        return _Ref(index[x])
+    if t is Scalar:
+        return slots[id(x)]
+    if t is tuple or t is list:
+        return t(_template(y, index, slots) for y in x)
+    if t is dict:
+        return {k: _template(v, index, slots) for k, v in x.items()}
+    return x
+
+
+def _fill(x, env, scalars):
+    t = type(x)
+    if t is _Ref:
+        return env[x.pos]
+    if t is _ScalarRef:
+        return scalars[x.kind][x.index]
+    if t is tuple or t is list:
+        return t(_fill(y, env, scalars) for y in x)
+    if t is dict:
+        return {k: _fill(v, env, scalars) for k, v in x.items()}
+    return x
+
+
+def _operand_examples(x, metas, out: list) -> None:
+    """torch-side stand-ins of the operands, for torch's own type promotion."""
+    t = type(x)
+    if t is _Ref:
+        m = metas[x.pos]
+        if isinstance(m, Meta):
+            out.append(torch.empty(m.shape, dtype=m.dtype, device="meta"))
+    elif t is _ScalarRef:
+        out.append(x.py_type(2))
+    elif t is tuple or t is list:
+        for y in x:
+            _operand_examples(y, metas, out)
+    elif t in (int, float, complex) and not isinstance(x, bool):
+        out.append(x)
+
+
+def _cast_operands(x, dtype):
+    t = type(x)
+    if isinstance(x, jax.Array):
+        return x.astype(dtype) if x.dtype != dtype else x
+    if t is tuple or t is list:
+        return t(_cast_operands(y, dtype) for y in x)
+    return x
+
+
+class Step:
+    __slots__ = ("pos", "name", "rule", "args", "kwargs", "out_dtypes", "promote_to", "op", "meta")
+
+
+def _out_dtypes(meta):
+    if isinstance(meta, tuple):
+        return tuple(to_jax_dtype(m.dtype) if m is not None else None for m in meta)
+    return to_jax_dtype(meta.dtype)
+
+
+def _promotion(rule: Rule, args, kwargs, metas):
+    examples: list = []
+    _operand_examples(args, metas, examples)
+    if kwargs:
+        _operand_examples(tuple(kwargs.values()), metas, examples)
+    return _promotion_from_examples(rule, examples)
+
+
+def _promotion_from_examples(rule: Rule, examples: list):
+    """The dtype torch computes in for these operands (tensors and Python numbers)."""
+    if not examples:
+        return None
+    kind = (ELEMENTWISE_TYPE_PROMOTION_KIND.INT_TO_FLOAT if rule.promote == "float"
+            else ELEMENTWISE_TYPE_PROMOTION_KIND.DEFAULT)
+    compute, _ = elementwise_dtypes(*examples, type_promotion_kind=kind)
+    return to_jax_dtype(compute)
+
+
+def build_function(graph: Graph):
+    """Returns (fn, n_floats, n_ints, scalar_values) for `graph`."""
+    index = {n: i for i, n in enumerate(graph.order)}
+    slots, floats, ints = {}, [], []
+    for s in graph.scalars:
+        if id(s) in slots:
+            continue
+        if type(s.value) is float:
+            slots[id(s)] = _ScalarRef("f", len(floats), float)
+            floats.append(s.value)
+        else:
+            slots[id(s)] = _ScalarRef("i", len(ints), int)
+            ints.append(s.value)
+    metas = [n.meta for n in graph.order]
+    input_pos = [index[n] for n in graph.inputs]
+    steps = []
+    for i, n in enumerate(graph.order):
+        if n.buf is not None:
+            continue
+        st = Step()
+        st.pos, st.name, st.op, st.meta = i, n.name, n.op, n.meta
+        st.rule = lookup(n.name)
+        st.args = _template(n.args, index, slots)
+        st.kwargs = _template(n.kwargs, index, slots) if n.kwargs else {}
+        st.out_dtypes = _out_dtypes(n.meta)
+        st.promote_to = (_promotion(st.rule, st.args, st.kwargs, metas)
+                         if st.rule is not None and st.rule.promote else None)
+        steps.append(st)
+    root_pos = [index[r] for r in graph.roots]
+    n_inputs, n_floats, n_ints = len(input_pos), len(floats), len(ints)
+    size = len(graph.order)
+
+    def fn(*arrays):
+        env = [None] * size
+        for k, p in enumerate(input_pos):
+            env[p] = arrays[k]
+        rest = arrays[n_inputs:]
+        scalars = {"f": [], "i": []}
+        if n_floats:
+            fvec, rest = rest[0], rest[1:]
+            scalars["f"] = [_convert_element_type(fvec[j], _F64, weak_type=True) for j in range(n_floats)]
+        if n_ints:
+            ivec = rest[0]
+            scalars["i"] = [_convert_element_type(ivec[j], _I64, weak_type=True) for j in range(n_ints)]
+        for st in steps:
+            env[st.pos] = run_step(st, env, scalars)
+        return tuple(env[p] for p in root_pos)
+
+    return fn, floats, ints
+
+
+def run_step(st: Step, env, scalars):
+    args = _fill(st.args, env, scalars)
+    kwargs = _fill(st.kwargs, env, scalars) if st.kwargs else {}
+    try:
+        with jax.named_scope(st.name):
+            if st.rule is None:
+                out = fallback.lower_fallback(st.op, st.name, args, kwargs, st.meta)
+            else:
+                if st.promote_to is not None:
+                    args = _cast_operands(args, st.promote_to)
+                    kwargs = {k: _cast_operands(v, st.promote_to) for k, v in kwargs.items()}
+                if st.rule.rng:
+                    key, args = jax.random.wrap_key_data(args[0]), args[1:]
+                    out = st.rule.fn(key, *args, **kwargs)
+                else:
+                    out = st.rule.fn(*args, **kwargs)
+    except LoweringError:
+        raise
+    except Exception as e:   # a rule bug or an unsupported argument: name the op
+        raise LoweringError(f"lowering {st.name} failed: {type(e).__name__}: {e}") from e
+    return _cast_out(out, st.out_dtypes, st.name)
+
+
+def _cast_out(out, dtypes, name):
+    if isinstance(dtypes, tuple):
+        if not isinstance(out, (tuple, list)) or len(out) != len(dtypes):
+            raise LoweringError(f"lowering {name} returned {type(out).__name__}, expected {len(dtypes)} outputs")
+        return tuple(None if d is None else _as(o, d) for o, d in zip(out, dtypes))
+    if isinstance(out, (tuple, list)):
+        raise LoweringError(f"lowering {name} returned {len(out)} outputs, expected one")
+    return _as(out, dtypes)
+
+
+def _as(x, dtype):
+    x = jnp.asarray(x)
+    return x if x.dtype == dtype else x.astype(dtype)

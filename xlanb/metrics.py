@@ -1,0 +1,159 @@
+"""torch_xla-compatible counters and metrics, read from the event log.
+
+Names are torch_xla's, so its users' habits carry over: CompileTime, ExecuteTime
+(lazy and graph mode), EagerOpCompileTime / EagerOpExecuteTime (eager mode),
+CachedCompile, UncachedCompile, MarkStep, TransferToDeviceTime,
+TransferFromDeviceTime, PersistentCacheHit, and aten::<op> for CPU fallbacks.
+Timed values are in nanoseconds.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+
+from xlanb import events
+
+MAX_SAMPLES = 1024
+_lock = threading.Lock()
+_counters: dict[str, int] = {}
+_metrics: dict[str, list] = {}     # name -> [count, total_ns, samples[(wall_s, value)]]
+
+
+def _count(name: str, n: int = 1) -> None:
+    _counters[name] = _counters.get(name, 0) + n
+
+
+def _sample(name: str, value: float) -> None:
+    m = _metrics.get(name)
+    if m is None:
+        m = _metrics[name] = [0, 0, []]
+    m[0] += 1
+    m[1] += value
+    samples = m[2]
+    samples.append((time.time(), value))
+    if len(samples) > MAX_SAMPLES:
+        del samples[0]
+
+
+def _on_event(e: events.Event) -> None:
+    with _lock:
+        if isinstance(e, events.Compile):
+            _count("UncachedCompile")
+            _sample("EagerOpCompileTime" if e.eager else "CompileTime", e.lower_ns + e.compile_ns)
+            _sample("LoweringTime", e.lower_ns)
+            if e.persistent_hit:
+                _count("PersistentCacheHit")
+        elif isinstance(e, events.Execute):
+            if e.cached:
+                _count("CachedCompile")
+            _sample("EagerOpExecuteTime" if e.eager else "ExecuteTime", e.ns)
+            if e.donated:
+                _count("InputOutputAliasCount", e.donated)
+        elif isinstance(e, events.Transfer):
+            _sample("TransferToDeviceTime" if e.direction == "to_device" else "TransferFromDeviceTime", e.ns)
+        elif isinstance(e, events.Fallback):
+            _count(e.op)
+        elif isinstance(e, events.Sync):
+            if e.kind == "mark_step":
+                _count("MarkStep")
+        elif isinstance(e, events.GraphCut):
+            _count("GraphCut")
+
+
+events.log.subscribe(_on_event)
+
+
+def counter_names() -> list[str]:
+    with _lock:
+        return sorted(_counters)
+
+
+def counter_value(name: str) -> int | None:
+    with _lock:
+        return _counters.get(name)
+
+
+def metric_names() -> list[str]:
+    with _lock:
+        return sorted(_metrics)
+
+
+def metric_data(name: str) -> tuple[int, float, list] | None:
+    """(TotalSamples, Accumulator in ns, [(wall_s, value), ...]) or None."""
+    with _lock:
+        m = _metrics.get(name)
+        return None if m is None else (m[0], m[1], list(m[2]))
+
+
+def clear_counters() -> None:
+    with _lock:
+        _counters.clear()
+
+
+def clear_metrics() -> None:
+    with _lock:
+        _metrics.clear()
+
+
+def clear_all() -> None:
+    clear_counters()
+    clear_metrics()
+
+
+def executed_fallback_ops() -> list[str]:
+    """Ops that ran on CPU (`aten::<op>` counters), as torch_xla reports them."""
+    with _lock:
+        return sorted(n for n in _counters if n.startswith("aten::"))
+
+
+def _format_ns(ns: float) -> str:
+    ms, us = divmod(ns / 1000.0, 1000.0)
+    return f"{int(ms):03d}ms{us:07.3f}us"
+
+
+def _percentiles(values: list[float]) -> str:
+    if not values:
+        return ""
+    values = sorted(values)
+    parts = []
+    for p in (1, 5, 10, 20, 50, 80, 90, 95, 99):
+        v = values[min(len(values) - 1, int(len(values) * p / 100))]
+        parts.append(f"{p}%={_format_ns(v)}")
+    return "; ".join(parts)
+
+
+def _report(counter_filter, metric_filter) -> str:
+    lines = []
+    with _lock:
+        metrics = {k: (v[0], v[1], list(v[2])) for k, v in _metrics.items()}
+        counters = dict(_counters)
+    for name in sorted(metrics):
+        if not metric_filter(name):
+            continue
+        count, total, samples = metrics[name]
+        timed = name.endswith("Time")
+        lines.append(f"Metric: {name}")
+        lines.append(f"  TotalSamples: {count}")
+        lines.append(f"  Accumulator: {_format_ns(total) if timed else total}")
+        if samples and timed:
+            lines.append(f"  Percentiles: {_percentiles([v for _, v in samples])}")
+    for name in sorted(counters):
+        if counter_filter(name):
+            lines.append(f"Counter: {name}")
+            lines.append(f"  Value: {counters[name]}")
+    return "\n".join(lines) + ("\n" if lines else "")
+
+
+def metrics_report() -> str:
+    return _report(lambda n: True, lambda n: True)
+
+
+SHORT_COUNTERS = ("CachedCompile", "MarkStep")
+SHORT_METRICS = ("CompileTime", "ExecuteTime", "TransferToDeviceTime", "TransferFromDeviceTime")
+
+
+def short_metrics_report(counter_names=None, metric_names=None) -> str:
+    counters = tuple(counter_names) if counter_names is not None else SHORT_COUNTERS
+    metrics = tuple(metric_names) if metric_names is not None else SHORT_METRICS
+    return _report(lambda n: n in counters or n.startswith("aten::"), lambda n: n in metrics)

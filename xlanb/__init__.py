@@ -13,14 +13,14 @@ import torch as _torch
 
 from xlanb import metrics, debug
 from xlanb.capture import register as _register
-from xlanb.capture.modes import eager_mode, eager_mode_context, is_eager_mode
+from xlanb.capture.modes import compile, eager_mode, eager_mode_context, is_eager_mode
 from xlanb.capture.realize import sync
 from xlanb.capture.rng import manual_seed
 from xlanb.runtime.executor import wait
 
 __version__ = "0.1.0"
 __all__ = [
-    "device", "sync", "wait", "eager_mode", "is_eager_mode", "eager_mode_context",
+    "device", "sync", "wait", "compile", "eager_mode", "is_eager_mode", "eager_mode_context",
     "manual_seed", "metrics", "debug", "__version__",
 ]
 

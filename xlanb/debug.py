@@ -1,12 +1,20 @@
-"""Text dumps of pending work: the IR (torch_xla-like) and the HLO it lowers to."""
+"""Text dumps of pending work (IR, HLO), recompile explanations, and XLANB_DEBUG printing.
+
+XLANB_DEBUG levels (docs/config.md): 1 each compile with its cause and graph name,
+2 + each execution, 3 + IR text, 4 + StableHLO, 5 + optimized HLO. Output goes to stderr.
+"""
 
 from __future__ import annotations
 
+import sys
+
 import jax
 
+from xlanb import events
+from xlanb._config import config
 from xlanb.capture.state import state
 from xlanb.capture.tensor import LazyTensor, value
-from xlanb.ir.graph import build_graph, graph_text
+from xlanb.ir.graph import build_graph, graph_text, lines_text
 from xlanb.runtime.cache import compiled_cache
 from xlanb.runtime.executor import lower_graph
 
@@ -38,3 +46,41 @@ def hlo_text(*tensors, stage: str = "stablehlo") -> str:
         return lowered.as_text(dialect="hlo")
     with jax.enable_x64(True):
         return lowered.compile().as_text()
+
+
+def explain_recompiles() -> str:
+    """Every recompile in the event log, with what changed against the nearest earlier graph."""
+    lines = []
+    for e in events.log.all():
+        if isinstance(e, events.Compile) and e.recompile is not None:
+            lines.append(e.recompile.text())
+    return "\n".join(lines) if lines else "no recompiles: every graph compiled once"
+
+
+def _frame_text(frames) -> str:
+    return f" at {frames[0]}" if frames else ""
+
+
+def _print_debug(e: events.Event) -> None:
+    level = config().debug
+    if level <= 0:
+        return
+    out = sys.stderr
+    if isinstance(e, events.Compile):
+        print(f"xlanb: compile {e.name} [{e.key}] cause: {e.cause}{_frame_text(e.frames)}; {e.nodes} ops, "
+              f"{len(e.inputs)} inputs, {len(e.outputs)} outputs; lower {e.lower_ns / 1e6:.1f} ms, "
+              f"compile {e.compile_ns / 1e6:.1f} ms" + (" (disk cache hit)" if e.persistent_hit else ""), file=out)
+        if e.recompile is not None:
+            print(f"xlanb:   {e.recompile.text()}", file=out)
+        if level >= 3:
+            print(lines_text(e.ir), file=out)
+        if level >= 4:
+            print(e.stages.as_text("stablehlo"), file=out)
+        if level >= 5:
+            print(e.stages.as_text("optimized"), file=out)
+    elif isinstance(e, events.Execute) and level >= 2:
+        print(f"xlanb: execute {e.name} [{e.key}]{' (cached)' if e.cached else ''} launch {e.ns / 1e3:.0f} us",
+              file=out)
+
+
+events.log.subscribe(_print_debug)

@@ -59,8 +59,9 @@ class Compile(Event):
     cause: str
     frames: tuple[Frame, ...] = ()
     fallback_ops: tuple[str, ...] = ()
-    recompile: object = None          # report.explain.Explanation, or None for a first compile
+    recompile: object = None          # ir.explain.Explanation, or None for a first compile
     stages: object = None             # runtime.stages.Compiled, for HLO text and analyses
+    ir: tuple = ()                    # ir.graph.IrLine per node: the graph as plain data
 
 
 @dataclasses.dataclass(frozen=True)

@@ -19,12 +19,13 @@ from torch._decomp import decomposition_table
 from xlanb import events
 from xlanb._config import config
 from xlanb.capture import record as rec
-from xlanb.capture.frames import user_frames
+from xlanb.capture.frames import user_frames, user_location
 from xlanb.capture.realize import execution_guards, to_cpu
 from xlanb.capture.record import NoMetaKernel, OpPlan, cpu_input, plan_of
 from xlanb.capture.tensor import (LazyTensor, ViewStep, new_tensor, new_view, storage_of, value, view_chain,
                                   write)
 from xlanb.capture.rng import take_key
+from xlanb.capture.state import state
 from xlanb.ir.node import Meta, Node, Scalar, const_key, data_node, intern_meta, lift, make_node, meta_of
 from xlanb.lower.fallback import counter_name
 from xlanb.runtime.transfer import upload
@@ -349,7 +350,7 @@ def make_unary(func, plan: OpPlan):
         n.op, n.name, n.args, n.kwargs, n.ins, n.meta, n.lk = func, name, (na,), None, (na,), m, lk
         n.h = hash((lk, (na.h,)))
         n.buf = None
-        n.loc = None
+        n.loc = user_location() if state.track_locations else None
         return new_tensor(n, m)
     return h
 
@@ -395,7 +396,7 @@ def make_binary(func, plan: OpPlan):
         n.op, n.name, n.args, n.kwargs, n.ins, n.meta, n.lk = func, name, (na, nb), None, ins, m, lk
         n.h = hash((lk, hashes))
         n.buf = None
-        n.loc = None
+        n.loc = user_location() if state.track_locations else None
         return new_tensor(n, m)
     return h
 
@@ -424,4 +425,13 @@ def choose_handler(func):
         return decompose_handler(decomp)
     if func._can_decompose():
         return decompose_handler(func.decompose)
-    return generic      # no rule, no decomposition: recorded, lowered as a CPU fallback
+    return fallback      # no rule, no decomposition: recorded, lowered as a CPU fallback
+
+
+def fallback(func, args, kwargs):
+    if not state.allow_execution:
+        cause = f"CPU fallback op {func} (no lowering)"
+        frames = user_frames(config().max_frames)
+        for guard in execution_guards:
+            guard(cause, frames)
+    return generic(func, args, kwargs)

@@ -1,9 +1,25 @@
-"""Execution modes: lazy (the default), eager, and compiled functions (xlanb.compile)."""
+"""Execution modes: lazy (the default), eager, and compiled functions (xlanb.compile).
+
+`xlanb.compile` follows torch_xla.compile: eager mode off inside; pending work flushed
+first as graph `<name>_clear_pending`; the body traced as one graph named `<name>` and
+synced on exit; every piece of state restored in `finally`. Differences, on purpose:
+- a body that raises (or is interrupted) is not synced: its partial graph stays pending
+  and valid, and the original error is what the user sees;
+- a compiled function called inside another compiled body runs inline, as part of the
+  outer graph, instead of cutting it in three;
+- max_different_graphs is counted per compiled function (or per name for the context
+  manager form), not process-wide.
+"""
 
 from __future__ import annotations
 
 import contextlib
+import functools
+import sys
 
+from xlanb import events
+from xlanb.capture import realize
+from xlanb.capture.detector import Detector
 from xlanb.capture.state import state
 
 
@@ -25,3 +41,144 @@ def eager_mode_context(enable: bool):
         yield previous
     finally:
         state.eager = previous
+
+
+class UnexpectedExecution(RuntimeError):
+    """Raised when a full_graph=True body forces an execution."""
+
+
+def _violation(scope, cause: str, frames) -> None:
+    lines = [
+        "=" * 80,
+        "Unexpected Execution Analysis",
+        f"  Graph Name: {scope.name}",
+        f"  Cause: {cause}",
+        "  Python Frame Triggered Execution:",
+    ]
+    lines += [f"    {f.function} ({f.filename}:{f.lineno})" + (f"  {f.line}" if f.line else "") for f in frames]
+    lines.append("=" * 80)
+    report = "\n".join(lines)
+    print(report, file=sys.stderr)
+    events.emit(events.Sync(kind="violation", name=scope.name, roots=0, cause=cause, frames=tuple(frames)))
+    where = f" at {frames[0].filename}:{frames[0].lineno} ({frames[0].function})" if frames else ""
+    raise UnexpectedExecution(
+        f"Unexpected execution happens inside the compiled function '{scope.name}': {cause}{where}. "
+        "With full_graph=True the body must trace as one graph: move value access (.item(), print, "
+        "bool()) and data-dependent ops after the compiled function, or use full_graph=False.\n" + report)
+
+
+def _guard(cause: str, frames) -> None:
+    scope = state.compile_scope
+    if scope is not None and not state.allow_execution:
+        _violation(scope, cause, frames)
+
+
+realize.execution_guards.append(_guard)
+
+_named_detectors: dict[str, Detector] = {}
+
+
+class CompileScope:
+    """One traced call of a compiled function (also the context-manager form)."""
+
+    def __init__(self, name: str, full_graph: bool, detector: Detector | None):
+        self.name, self.full_graph, self.detector = name, full_graph, detector
+        self._saved = None
+        self._inline = False
+
+    def __enter__(self):
+        if state.compile_scope is not None:      # nested: trace inline into the outer graph
+            self._inline = True
+            return self
+        self._saved = (state.eager, state.graph_name, state.allow_execution, state.track_locations,
+                       state.observer)
+        state.eager = False
+        state.graph_name = f"{self.name}_clear_pending"
+        try:
+            realize.sync()
+        except BaseException:
+            self._restore()
+            raise
+        state.graph_name = self.name
+        state.compile_scope = self
+        state.allow_execution = not self.full_graph
+        state.track_locations = True
+        if self.detector is not None:
+            self.detector.start()
+            state.observer = self.detector.observe
+        return self
+
+    def __exit__(self, exc_type, exc, tb):
+        if self._inline:
+            return False
+        try:
+            if exc_type is None:
+                if self.detector is not None:
+                    state.observer = None
+                    self.detector.end()
+                state.allow_execution = True
+                realize.sync()
+            elif self.detector is not None:
+                self.detector.abort()
+        finally:
+            self._restore()
+        return False
+
+    def _restore(self) -> None:
+        (state.eager, state.graph_name, state.allow_execution, state.track_locations,
+         state.observer) = self._saved
+        state.compile_scope = None
+
+
+class _Compiler:
+    """What `xlanb.compile(...)` returns without a function: a decorator and a context manager."""
+
+    def __init__(self, name, full_graph, max_different_graphs):
+        self.name, self.full_graph, self.max_graphs = name, full_graph, max_different_graphs
+        self._scope = None
+
+    def __call__(self, f):
+        return _wrap(f, self.name, self.full_graph, self.max_graphs)
+
+    def __enter__(self):
+        name = self.name or "compiled"
+        detector = None
+        if self.max_graphs is not None:
+            detector = _named_detectors.get(name)
+            if detector is None or detector.max_graphs != self.max_graphs:
+                detector = _named_detectors[name] = Detector(self.max_graphs, name)
+        self._scope = CompileScope(name, self.full_graph, detector)
+        return self._scope.__enter__()
+
+    def __exit__(self, *exc):
+        return self._scope.__exit__(*exc)
+
+
+def _wrap(f, name, full_graph, max_graphs):
+    graph_name = name or getattr(f, "__name__", "compiled")
+    detector = Detector(max_graphs, graph_name) if max_graphs is not None else None
+
+    @functools.wraps(f)
+    def compiled(*args, **kwargs):
+        with CompileScope(graph_name, full_graph, detector):
+            return f(*args, **kwargs)
+    compiled.graph_name = graph_name
+    return compiled
+
+
+def compile(f=None, *, name: str | None = None, full_graph: bool = False,
+            max_different_graphs: int | None = None):
+    """Runs `f` (or a `with` block) as one named graph, like torch_xla.compile.
+
+    Decorator (`@xlanb.compile` or `@xlanb.compile(name=..., full_graph=True)`), wrapper
+    (`xlanb.compile(f)`), or context manager (`with xlanb.compile(name="step"):`).
+    full_graph=True turns any forced execution inside into an error that names the
+    line; max_different_graphs=N raises when an (N+1)-th distinct graph is traced.
+    """
+    if max_different_graphs is not None and max_different_graphs < 1:
+        raise ValueError(f"max_different_graphs must be >= 1, got {max_different_graphs}")
+    if f is None:
+        return _Compiler(name, full_graph, max_different_graphs)
+    if not callable(f):
+        raise TypeError(f"xlanb.compile expects a function, got {type(f).__name__}")
+    return _wrap(f, name, full_graph, max_different_graphs)

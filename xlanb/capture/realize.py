@@ -19,6 +19,7 @@ from xlanb._config import config
 from xlanb.capture.frames import user_frames
 from xlanb.capture.state import state
 from xlanb.capture.tensor import LazyTensor, base_node, holder_node, prune_pending, view_chain
+from xlanb.ir.explain import explainer
 from xlanb.ir.graph import build_graph
 from xlanb.ir.node import Node
 from xlanb.runtime import executor
@@ -53,7 +54,7 @@ def execute(roots: list[Node], *, name: str, eager: bool, cause: str, frames=(),
         positions = tuple(i for i, n in enumerate(graph.inputs) if n in overwritten)
         if positions:
             graph = graph.with_donation(positions)
-    outs = executor.run_graph(graph, eager=eager, cause=cause, frames=frames)
+    outs = executor.run_graph(graph, eager=eager, cause=cause, frames=frames, explain=explainer)
     for root, buf in zip(graph.roots, outs):
         root.release(buf)
 

@@ -23,6 +23,7 @@ class State:
         # errors raised inside the autograd engine, re-raised at the next sync
         self.deferred: list[BaseException] = []
         self.compile_scope = None          # the active xlanb.compile scope, if any
+        self.observer = None               # called with each new pending node (graph limits)
 
 
 state = State()

@@ -94,6 +94,8 @@ def new_tensor(node: Node, meta: Meta) -> LazyTensor:
     t._s = None
     if node.buf is None:
         mark_pending(t)
+        if state.observer is not None:
+            state.observer(node)
     return t
 
 
@@ -177,6 +179,8 @@ def view_chain(t: LazyTensor) -> tuple:
 
 def write(t: LazyTensor, new: Node) -> None:
     """Makes `new` (same shape and dtype as t) the value of t, through its views."""
+    if state.observer is not None:
+        state.observer(new)
     n = t._n
     if n is not None:
         if n.buf is not None:

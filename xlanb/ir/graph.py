@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import os
 
 from xlanb.ir.node import Node, Scalar
 
@@ -62,7 +63,7 @@ def build_graph(roots: list[Node], name: str) -> Graph:
                 entries.append(n.meta)
                 continue
             pushed = False
-            for i in n.ins:
+            for i in reversed(n.ins):     # reversed: operands come out in argument order
                 if type(i) is Node and i not in index:
                     stack.append(i)
                     pushed = True
@@ -82,40 +83,70 @@ def build_graph(roots: list[Node], name: str) -> Graph:
     return Graph(name=name, order=order, inputs=inputs, scalars=scalars, roots=list(roots), key=key)
 
 
-def graph_text(graph: Graph) -> str:
-    """torch_xla-like IR text: one node a line, `%i = type op(operands), attrs`."""
+@dataclasses.dataclass(frozen=True)
+class IrLine:
+    """One node of a graph as plain data (no references to nodes or buffers)."""
+    index: int
+    op: str
+    type: str
+    operands: tuple[int, ...]
+    attrs: str
+    location: str = ""
+    roots: tuple[int, ...] = ()
+    is_input: bool = False
+
+    def text(self) -> str:
+        if self.is_input:
+            body = f"{self.type} xlanb::device_data()"
+        else:
+            body = f"{self.type} {self.op}({', '.join(f'%{i}' for i in self.operands)})"
+            if self.attrs:
+                body += ", " + self.attrs
+        if self.location:
+            body += f", location={self.location}"
+        return f"%{self.index} = {body}" + "".join(f", ROOT={r}" for r in self.roots)
+
+
+def graph_lines(graph: Graph) -> tuple[IrLine, ...]:
     index = {n: i for i, n in enumerate(graph.order)}
-    roots = {}
+    roots: dict = {}
     for r_i, r in enumerate(graph.roots):
         roots.setdefault(r, []).append(r_i)
-    lines = ["IR {"]
+    lines = []
     for i, n in enumerate(graph.order):
-        lines.append(f"  %{i} = {node_text(n, index)}" + "".join(f", ROOT={r}" for r in roots.get(n, ())))
-    lines.append("}")
-    return "\n".join(lines)
-
-
-def node_text(n: Node, index: dict) -> str:
-    typ = _type_text(n.meta)
-    if n.buf is not None:
-        return f"{typ} xlanb::device_data()"
-    operands, attrs = [], []
-    for a in n.args:
-        _format_arg(a, index, operands, attrs)
-    for k, v in (n.kwargs or {}).items():
-        sub_ops: list = []
-        sub_attrs: list = []
-        _format_arg(v, index, sub_ops, sub_attrs)
-        if sub_ops:
+        location = f"{os.path.basename(n.loc[0])}:{n.loc[1]}" if n.loc else ""
+        if n.buf is not None:
+            lines.append(IrLine(i, "xlanb::device_data", _type_text(n.meta), (), "", location,
+                                tuple(roots.get(n, ())), True))
+            continue
+        operands, attrs = [], []
+        for a in n.args:
+            _format_arg(a, index, operands, attrs)
+        for k, v in (n.kwargs or {}).items():
+            sub_ops: list = []
+            sub_attrs: list = []
+            _format_arg(v, index, sub_ops, sub_attrs)
             operands.extend(sub_ops)
-        else:
-            attrs.append(f"{k}={sub_attrs[0] if sub_attrs else v!r}")
-    text = f"{typ} {n.name}({', '.join(operands)})"
-    if attrs:
-        text += ", " + ", ".join(attrs)
-    if n.loc is not None:
-        text += f", location={n.loc}"
-    return text
+            if not sub_ops:
+                attrs.append(f"{k}={sub_attrs[0] if sub_attrs else v!r}")
+        lines.append(IrLine(i, _op_text(n.name), _type_text(n.meta), tuple(operands), ", ".join(attrs),
+                            location, tuple(roots.get(n, ()))))
+    return tuple(lines)
+
+
+def lines_text(lines) -> str:
+    return "\n".join(["IR {"] + [f"  {line.text()}" for line in lines] + ["}"])
+
+
+def graph_text(graph: Graph) -> str:
+    """torch_xla-like IR text: one node a line, `%i = type op(operands), attrs`."""
+    return lines_text(graph_lines(graph))
+
+
+def _op_text(name: str) -> str:
+    """`aten.add.Tensor` -> `aten::add.Tensor` (torch_xla prints aten::add)."""
+    ns, _, rest = name.partition(".")
+    return f"{ns}::{rest}" if rest else name
 
 
 def _type_text(meta) -> str:
@@ -127,9 +158,9 @@ def _type_text(meta) -> str:
 def _format_arg(a, index, operands, attrs) -> None:
     t = type(a)
     if t is Node:
-        operands.append(f"%{index[a]}" if a in index else "%?")
+        operands.append(index.get(a, -1))
     elif t is Scalar:
-        operands.append(f"scalar({a.value!r})")
+        attrs.append(f"scalar={a.value!r}")
     elif (t is tuple or t is list) and any(type(x) in (Node, Scalar) for x in a):
         for x in a:
             _format_arg(x, index, operands, attrs)

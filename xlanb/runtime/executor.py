@@ -14,7 +14,7 @@ import jax
 import numpy as np
 
 from xlanb import events
-from xlanb.ir.graph import Graph
+from xlanb.ir.graph import Graph, graph_lines
 from xlanb.ir.node import Meta
 from xlanb.lower.registry import has_rule
 from xlanb.lower.to_jax import build_function
@@ -67,7 +67,8 @@ def compile_graph(graph: Graph, *, eager: bool, cause: str = "", frames=(), expl
         outputs=tuple(_info(n.meta) for n in graph.roots),
         scalars=len(graph.scalars), lower_ns=lowered_at - start, compile_ns=done - lowered_at,
         persistent_hit=persistent_cache.hits() > hits, cause=cause, frames=tuple(frames),
-        fallback_ops=fallback_ops, recompile=explain(graph) if explain else None, stages=compiled))
+        fallback_ops=fallback_ops, recompile=explain(graph) if explain else None, stages=compiled,
+        ir=graph_lines(graph)))
     return compiled
 
 

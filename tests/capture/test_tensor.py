@@ -1,0 +1,125 @@
+"""The xla device and what users do with its tensors: factories, copies, views, printing."""
+
+import copy
+import io
+
+import pytest
+import torch
+import torch.nn as nn
+
+import xlanb
+
+
+def test_device_is_xla_0():
+    assert str(xlanb.device()) == "xla:0"
+    t = torch.empty(2, device="xla")
+    assert t.device == xlanb.device()
+    assert torch.device("xla") == torch.device("xla", 0).__class__("xla")
+
+
+@pytest.mark.parametrize("make, expected", [
+    (lambda d: torch.zeros(2, 3, device=d), torch.zeros(2, 3)),
+    (lambda d: torch.ones(4, dtype=torch.int64, device=d), torch.ones(4, dtype=torch.int64)),
+    (lambda d: torch.full((2,), 7.5, device=d), torch.full((2,), 7.5)),
+    (lambda d: torch.arange(5, device=d), torch.arange(5)),
+    (lambda d: torch.arange(1.0, 2.0, 0.25, device=d), torch.arange(1.0, 2.0, 0.25)),
+    (lambda d: torch.eye(3, device=d), torch.eye(3)),
+    (lambda d: torch.linspace(0, 1, 5, device=d), torch.linspace(0, 1, 5)),
+    (lambda d: torch.tensor([[1, 2], [3, 4]], device=d), torch.tensor([[1, 2], [3, 4]])),
+    (lambda d: torch.zeros_like(torch.ones(3, device=d)), torch.zeros(3)),
+])
+def test_factories_match_cpu(make, expected):
+    got = make("xla")
+    assert got.device.type == "xla"
+    assert got.dtype == expected.dtype
+    torch.testing.assert_close(got.cpu(), expected)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.int64, torch.int32, torch.bool,
+                                   torch.bfloat16, torch.float16, torch.uint8])
+def test_round_trip_is_exact(dtype):
+    cpu = (torch.randn(5, 3) * 100).to(dtype)
+    back = cpu.to("xla").cpu()
+    assert back.dtype == dtype
+    assert torch.equal(back, cpu)
+
+
+def test_int64_and_float64_are_exact():
+    big = torch.tensor([2 ** 60 + 1, -(2 ** 62) + 3], dtype=torch.int64)
+    x = big.to("xla")
+    assert ((x + 1) * 2).cpu().tolist() == [((v + 1) * 2) for v in big.tolist()]
+    f = torch.tensor([1.0 + 2 ** -50, 1e300], dtype=torch.float64)
+    assert (f.to("xla") * 3).cpu().tolist() == (f * 3).tolist()
+
+
+def test_value_access():
+    cpu = torch.randn(2, 3)
+    x = cpu.to("xla")
+    assert x.sum().item() == pytest.approx(cpu.sum().item(), rel=1e-5)
+    assert x.tolist() == cpu.tolist()
+    assert (x.numpy() == cpu.numpy()).all()
+    text = repr(x)
+    assert text.startswith("tensor(") and "device='xla:0'" in text
+    assert bool((x == x).all())
+
+
+def test_views_and_writes_through_them_match_cpu():
+    cpu = torch.randn(4, 5)
+    x = cpu.to("xla")
+    ref = cpu.clone()
+    for f in (lambda t: t[1].mul_(10), lambda t: t.t()[2].add_(100), lambda t: t.view(20)[3:7].fill_(-1),
+              lambda t: t[:, 1:4:2].zero_(), lambda t: t.diagonal().add_(0.5)):
+        f(x)
+        f(ref)
+    x[0] = 3.0
+    ref[0] = 3.0
+    x[:, -1] = torch.arange(4.0)
+    ref[:, -1] = torch.arange(4.0)
+    torch.testing.assert_close(x.cpu(), ref)
+    v = x[1:3]
+    torch.testing.assert_close(v.cpu(), ref[1:3])
+    assert x.t().is_contiguous() is False
+
+
+def test_in_place_returns_self_and_keeps_dtype():
+    x = torch.ones(3, dtype=torch.float16, device="xla")
+    y = x.add_(torch.ones(3, dtype=torch.float32, device="xla"))
+    assert y is x
+    assert x.dtype == torch.float16
+    assert x.cpu().tolist() == [2.0, 2.0, 2.0]
+
+
+def test_module_to_and_state_dict_round_trip(tmp_path):
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(3, 4), nn.ReLU(), nn.Linear(4, 2))
+    ref = copy.deepcopy(model)
+    model.to("xla")
+    assert all(p.device.type == "xla" for p in model.parameters())
+    assert all(isinstance(p, nn.Parameter) for p in model.parameters())
+    x = torch.randn(5, 3)
+    torch.testing.assert_close(model(x.to("xla")).cpu(), ref(x), rtol=1e-5, atol=1e-6)
+
+    buffer = io.BytesIO()
+    torch.save(model.state_dict(), buffer)          # saved as CPU tensors
+    buffer.seek(0)
+    loaded = torch.load(buffer)
+    assert all(t.device.type == "cpu" for t in loaded.values())
+    fresh = nn.Sequential(nn.Linear(3, 4), nn.ReLU(), nn.Linear(4, 2)).to("xla")
+    fresh.load_state_dict(loaded)
+    torch.testing.assert_close(fresh(x.to("xla")).cpu(), ref(x), rtol=1e-5, atol=1e-6)
+
+
+def test_deepcopy_is_an_independent_copy():
+    model = nn.Linear(2, 2).to("xla")
+    twin = copy.deepcopy(model)
+    assert isinstance(twin.weight, nn.Parameter) and twin.weight.device.type == "xla"
+    with torch.no_grad():
+        model.weight.add_(1.0)
+    assert not torch.equal(model.weight.cpu(), twin.weight.cpu())
+    torch.testing.assert_close(model.weight.cpu(), twin.weight.cpu() + 1.0)
+
+
+def test_mixing_a_cpu_scalar_tensor_works():
+    x = torch.ones(3, device="xla")
+    y = x * torch.tensor(2.5)
+    assert y.cpu().tolist() == [2.5, 2.5, 2.5]

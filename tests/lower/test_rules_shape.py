@@ -1,0 +1,391 @@
+import os, sys; sys.path.insert(0, os.path.dirname(__file__))  # noqa: E401,E702
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+import torch
+
+import rulecheck
+from rulecheck import check, run_rule  # noqa: F401
+from xlanb.lower.registry import lookup
+
+
+class _Const(int):
+    """An int that rulecheck passes through unlifted (capture lifts only Scalar arguments)."""
+
+
+def _static(x):
+    if type(x) is int:
+        return _Const(x)
+    if isinstance(x, (list, tuple)):
+        return type(x)(_static(y) for y in x)
+    return x
+
+
+_NUMBER = ("number", "Optional[number]", "List[number]")
+
+
+def ck(name, *args, atol=1e-5, rtol=1.3e-6, **kwargs):
+    """rulecheck.check, with ints lifted only where capture lifts them (Scalar args)."""
+    schema = rulecheck._op(name)._schema
+    positional = [a for a in schema.arguments if not a.kwarg_only]
+    types = {a.name: str(a.type) for a in schema.arguments}
+    args = [a if str(positional[i].type) in _NUMBER else _static(a) for i, a in enumerate(args)]
+    kwargs = {k: v if types[k] in _NUMBER else _static(v) for k, v in kwargs.items()}
+    check(name, *args, atol=atol, rtol=rtol, **kwargs)
+
+
+def rnd(*shape, dtype=torch.float32):
+    g = torch.Generator().manual_seed(sum(shape) * 7 + len(shape))
+    if dtype == torch.bool:
+        return torch.randint(0, 2, shape, generator=g).bool()
+    if not dtype.is_floating_point and not dtype.is_complex:
+        return torch.randint(-50, 50, shape, generator=g).to(dtype)
+    if dtype.is_complex:
+        return torch.randn(shape, generator=g, dtype=dtype)
+    return torch.randn(shape, generator=g).to(dtype)
+
+
+DTYPES = [torch.float32, torch.int64, torch.bool, torch.bfloat16]
+
+
+# Views ---------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_view_reshape(dtype):
+    x = rnd(2, 3, 4, dtype=dtype)
+    ck("aten.view.default", x, [6, 4])
+    ck("aten.view.default", x, [-1, 2])
+    ck("aten._unsafe_view.default", x, [4, -1])
+    ck("aten.view_copy.default", x, [24])
+    ck("aten._reshape_alias.default", x, [3, 8], [8, 1])
+    ck("aten.view.default", rnd(dtype=dtype), [1, 1])
+    ck("aten.view.default", rnd(1, 1, dtype=dtype), [])
+    ck("aten.view.default", rnd(0, 3, dtype=dtype), [3, -1, 2])
+
+
+def test_reshape_if_dispatched():
+    ck("aten.reshape.default", rnd(4, 6), [2, -1, 3])
+
+
+@pytest.mark.parametrize("src,dst", [
+    (torch.float32, torch.int32), (torch.float32, torch.int16), (torch.int16, torch.float32),
+    (torch.bfloat16, torch.int16), (torch.float32, torch.uint8), (torch.uint8, torch.float32),
+    (torch.int64, torch.float64), (torch.float64, torch.bfloat16), (torch.bool, torch.int8),
+    (torch.int8, torch.bool), (torch.complex64, torch.float32), (torch.float32, torch.complex64),
+    (torch.complex64, torch.int64), (torch.float32, torch.float32),
+])
+def test_view_dtype(src, dst):
+    if src == torch.int8 and dst == torch.bool:
+        x = torch.randint(0, 2, (3, 8), dtype=torch.int8)
+    else:
+        x = rnd(3, 8, dtype=src)
+    ck("aten.view.dtype", x, dst)
+
+
+def test_view_dtype_0d_and_copy():
+    ck("aten.view.dtype", rnd(dtype=torch.float32), torch.int32)
+    ck("aten.view_copy.dtype", rnd(2, 4, dtype=torch.int32), torch.float32)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_permute_transpose_t(dtype):
+    x = rnd(2, 3, 4, dtype=dtype)
+    ck("aten.permute.default", x, [2, 0, 1])
+    ck("aten.permute.default", x, [-1, -3, 1])
+    ck("aten.permute_copy.default", x, [1, 2, 0])
+    ck("aten.permute.default", rnd(dtype=dtype), [])
+    ck("aten.transpose.int", x, 0, 2)
+    ck("aten.transpose.int", x, -1, 1)
+    ck("aten.transpose.int", rnd(dtype=dtype), 0, -1)
+    ck("aten.transpose_copy.int", x, 1, 0)
+    ck("aten.t.default", rnd(3, 5, dtype=dtype))
+    ck("aten.t.default", rnd(5, dtype=dtype))
+    ck("aten.t.default", rnd(dtype=dtype))
+    ck("aten.t_copy.default", rnd(4, 2, dtype=dtype))
+    ck("aten.swapaxes.default", x, 0, -1)
+    ck("aten.movedim.int", x, 0, -1)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_expand(dtype):
+    ck("aten.expand.default", rnd(3, 1, dtype=dtype), [3, 4])
+    ck("aten.expand.default", rnd(3, 1, dtype=dtype), [2, -1, 5])
+    ck("aten.expand.default", rnd(dtype=dtype), [2, 3])
+    ck("aten.expand.default", rnd(1, dtype=dtype), [0])
+    ck("aten.expand_copy.default", rnd(1, 4, dtype=dtype), [2, 3, -1, -1])
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_squeeze_unsqueeze(dtype):
+    x = rnd(1, 3, 1, 2, dtype=dtype)
+    ck("aten.squeeze.default", x)
+    ck("aten.squeeze.dim", x, 0)
+    ck("aten.squeeze.dim", x, -2)
+    ck("aten.squeeze.dim", x, 1)          # not size 1: unchanged
+    ck("aten.squeeze.dims", x, [0, -2, 1])
+    ck("aten.squeeze.dims", rnd(dtype=dtype), [0])
+    ck("aten.squeeze.dim", rnd(dtype=dtype), -1)
+    ck("aten.squeeze.default", rnd(1, dtype=dtype))
+    ck("aten.squeeze_copy.default", x)
+    ck("aten.squeeze_copy.dim", x, 2)
+    ck("aten.squeeze_copy.dims", x, [0, 2])
+    ck("aten.unsqueeze.default", x, 0)
+    ck("aten.unsqueeze.default", x, -1)
+    ck("aten.unsqueeze.default", x, 2)
+    ck("aten.unsqueeze.default", rnd(dtype=dtype), 0)
+    ck("aten.unsqueeze.default", rnd(dtype=dtype), -1)
+    ck("aten.unsqueeze_copy.default", x, -3)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_select_slice_narrow(dtype):
+    x = rnd(4, 5, 6, dtype=dtype)
+    ck("aten.select.int", x, 0, 2)
+    ck("aten.select.int", x, -1, -1)
+    ck("aten.select.int", x, 1, -5)
+    ck("aten.select.int", rnd(3, dtype=dtype), 0, 1)
+    ck("aten.select_copy.int", x, 2, 3)
+    for args in [(0, None, None, 1), (1, 1, 4, 1), (2, -4, -1, 1), (2, None, -2, 2), (1, 2, 100, 1),
+                 (0, -100, 2, 1), (1, 4, 2, 1), (2, 1, None, 3), (-1, 5, 6, 2), (0, 4, None, 1)]:
+        ck("aten.slice.Tensor", x, *args)
+    ck("aten.slice.Tensor", x)
+    ck("aten.slice.Tensor", x, 1, end=3)
+    ck("aten.slice_copy.Tensor", x, 2, 1, 5, 2)
+    ck("aten.narrow.default", x, 1, 1, 3)
+    ck("aten.narrow.default", x, -1, -4, 2)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_diagonal(dtype):
+    x = rnd(4, 5, 3, dtype=dtype)
+    for args in [(), (1,), (-2,), (0, 0, 2), (1, -1, 0), (-1, 1, 2), (7,), (-6, 0, 1), (2, 2, 1)]:
+        ck("aten.diagonal.default", x, *args)
+    ck("aten.diagonal_copy.default", x, 1, 1, 2)
+    ck("aten.diagonal.default", rnd(3, 3, dtype=dtype), offset=-1)
+
+
+AS_STRIDED = [
+    ((3, 4), (4, 1), 0),            # identity
+    ((4, 3), (1, 4), 0),            # transpose
+    ((2, 2), (8, 2), 1),            # slices with steps
+    ((3, 3), (2, 1), 0),            # overlapping windows
+    ((2, 3, 2), (0, 4, 1), 2),      # stride-0 broadcast
+    ((5,), (2,), 1),
+    ((2, 2), (3, 5), 0),            # strides that do not nest: gather path
+    ((1, 4, 1), (7, 3, 9), 0),
+    ((), (), 5),
+    ((0, 3), (3, 1), 0),
+    ((2, 1, 3), (6, 1, 2), 0),
+    ((4, 2), (3, 1), 0),            # nested but the grid runs past the end: padding
+]
+
+
+@pytest.mark.parametrize("size,stride,offset", AS_STRIDED)
+def test_as_strided(size, stride, offset):
+    x = rnd(12)
+    ck("aten.as_strided.default", x, list(size), list(stride), offset)
+    ck("aten.as_strided.default", rnd(3, 4, dtype=torch.int64), list(size), list(stride), offset)
+
+
+def test_as_strided_dtypes_and_copy():
+    ck("aten.as_strided.default", rnd(6, 4, dtype=torch.bool), [3, 4], [8, 1])
+    ck("aten.as_strided.default", rnd(6, 4, dtype=torch.bfloat16), [3, 4], [1, 3], 2)
+    ck("aten.as_strided_copy.default", rnd(6, 4), [2, 2, 2], [12, 4, 1], 1)
+    ck("aten.as_strided.default", rnd(6, 4), [4, 2])
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_unfold(dtype):
+    x = rnd(3, 10, dtype=dtype)
+    ck("aten.unfold.default", x, 1, 3, 2)
+    ck("aten.unfold.default", x, -1, 10, 1)
+    ck("aten.unfold.default", x, 0, 2, 1)
+    ck("aten.unfold.default", x, 1, 4, 5)
+    ck("aten.unfold.default", rnd(dtype=dtype), 0, 1, 1)
+    ck("aten.unfold_copy.default", x, 1, 1, 3)
+
+
+def test_unfold_large_window():
+    ck("aten.unfold.default", rnd(2, 80, 3), 1, 40, 7)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_split_unbind_chunk(dtype):
+    x = rnd(7, 4, dtype=dtype)
+    ck("aten.split.Tensor", x, 3)
+    ck("aten.split.Tensor", x, 2, -1)
+    ck("aten.split.Tensor", x, 10)
+    ck("aten.split.Tensor", rnd(0, 2, dtype=dtype), 3)
+    ck("aten.split_copy.Tensor", x, 4, 0)
+    ck("aten.split_with_sizes.default", x, [2, 0, 5])
+    ck("aten.split_with_sizes.default", x, [1, 3], 1)
+    ck("aten.split_with_sizes_copy.default", x, [3, 4])
+    ck("aten.unbind.int", x)
+    ck("aten.unbind.int", x, -1)
+    ck("aten.unbind_copy.int", x, 1)
+    ck("aten.chunk.default", x, 3)
+    ck("aten.chunk.default", x, 3, 1)
+    ck("aten.chunk.default", rnd(0, 2, dtype=dtype), 2)
+
+
+def test_view_as_real_complex():
+    z = rnd(3, 4, dtype=torch.complex64)
+    ck("aten.view_as_real.default", z)
+    ck("aten.view_as_real.default", rnd(dtype=torch.complex128))
+    ck("aten.view_as_real_copy.default", z)
+    ck("aten.view_as_complex.default", rnd(3, 4, 2))
+    ck("aten.view_as_complex.default", rnd(2, dtype=torch.float64))
+    ck("aten.view_as_complex_copy.default", rnd(5, 2))
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_flatten_unflatten_copies(dtype):
+    x = rnd(2, 3, 4, dtype=dtype)
+    ck("aten.unflatten.int", x, 2, [2, 2])
+    ck("aten.unflatten.int", x, -2, [-1, 1])
+    ck("aten.flatten.using_ints", x, 1)
+    ck("aten.flatten.using_ints", x, 0, 1)
+    ck("aten.flatten.using_ints", rnd(dtype=dtype))
+    for name in ("aten.alias_copy.default", "aten.detach_copy.default", "aten.lift_fresh_copy.default"):
+        ck(name, x)
+
+
+def test_view_rules_on_concrete_arrays():
+    """view_scatter runs view rules eagerly on numpy-backed index arrays."""
+    from xlanb.lower.rules.internal import view_scatter
+    with jax.enable_x64(True):
+        base = jnp.zeros((4, 6), jnp.float32)
+        src = jnp.ones((3,), jnp.float32)
+        chain = (("aten.transpose.int", (0, 1), (), None), ("aten.select.int", (0, 2), (), None),
+                 ("aten.slice.Tensor", (0, 1, None, 1), (), None))
+        got = np.asarray(jax.jit(lambda b, s: view_scatter(b, s, chain))(base, src))
+    want = torch.zeros(4, 6)
+    want.t()[2][1:] = 1
+    np.testing.assert_array_equal(got, want.numpy())
+    with jax.ensure_compile_time_eval(), jax.enable_x64(True):
+        pos = jnp.arange(24).reshape(4, 6)
+        for name, args in [("aten.as_strided.default", ((2, 3), (1, 5), 1)),
+                           ("aten.as_strided.default", ((2, 2), (3, 5), 0)),
+                           ("aten.unfold.default", (1, 2, 2)), ("aten.diagonal.default", (1,)),
+                           ("aten.expand.default", ((2, 4, 6),)), ("aten.split.Tensor", (2, 1))]:
+            out = lookup(name).fn(pos, *args)
+            want = getattr(torch.ops.aten, name.split(".")[1]).default if name.endswith("default") else \
+                torch.ops.aten.split.Tensor
+            ref = want(torch.arange(24).reshape(4, 6), *args)
+            if isinstance(ref, (list, tuple)):
+                assert all(np.array_equal(np.asarray(o), r.numpy()) for o, r in zip(out, ref))
+            else:
+                np.testing.assert_array_equal(np.asarray(out), ref.numpy())
+
+
+# Non-view shape ops --------------------------------------------------------------------
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_cat_stack(dtype):
+    a, b = rnd(2, 3, dtype=dtype), rnd(4, 3, dtype=dtype)
+    ck("aten.cat.default", [a, b])
+    ck("aten.cat.default", [a, b.t()], -1)
+    ck("aten.cat.default", [a, torch.empty(0, dtype=dtype), b])
+    ck("aten.cat.default", [a])
+    ck("aten.cat.default", [torch.empty(0, dtype=dtype), torch.empty(0, dtype=dtype)])
+    ck("aten.stack.default", [a, a, a])
+    ck("aten.stack.default", [a, a], -1)
+    ck("aten.stack.default", [a, a], 1)
+    ck("aten.stack.default", [rnd(dtype=dtype), rnd(dtype=dtype)])
+
+
+def test_cat_stack_promotion():
+    ck("aten.cat.default", [rnd(2, 3, dtype=torch.int64), rnd(1, 3), rnd(1, 3, dtype=torch.bool)])
+    ck("aten.cat.default", [rnd(2, dtype=torch.bfloat16), rnd(3, dtype=torch.float16)])
+    ck("aten.cat.default", [rnd(2, dtype=torch.uint8), rnd(3, dtype=torch.int8)])
+    ck("aten.cat.default", [torch.empty(0), rnd(2, 2, dtype=torch.int32)])
+    ck("aten.stack.default", [rnd(2, dtype=torch.int32), rnd(2, dtype=torch.float64)])
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_flip_roll_repeat(dtype):
+    x = rnd(3, 4, 5, dtype=dtype)
+    ck("aten.flip.default", x, [0, 2])
+    ck("aten.flip.default", x, [-1])
+    ck("aten.flip.default", x, [])
+    ck("aten.flip.default", rnd(dtype=dtype), [0])
+    ck("aten.roll.default", x, [2], [1])
+    ck("aten.roll.default", x, [-1, 7], [0, -1])
+    ck("aten.roll.default", x, [5])
+    ck("aten.roll.default", rnd(dtype=dtype), [3])
+    ck("aten.repeat.default", x, [1, 2, 1])
+    ck("aten.repeat.default", x, [2, 1, 0, 3])
+    ck("aten.repeat.default", rnd(dtype=dtype), [3, 2])
+    ck("aten.repeat_interleave.self_int", x, 2)
+    ck("aten.repeat_interleave.self_int", x, 3, 1)
+    ck("aten.repeat_interleave.self_int", x, 2, -1, output_size=10)
+
+
+def test_repeat_interleave_tensor():
+    ck("aten.repeat_interleave.Tensor", torch.tensor([1, 0, 3, 2]), output_size=6)
+    with pytest.raises(Exception):
+        run_rule("aten.repeat_interleave.Tensor", torch.tensor([1, 2]))
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_tril_triu(dtype):
+    x = rnd(2, 4, 5, dtype=dtype)
+    for k in (0, 1, -2, 7, -9):
+        ck("aten.tril.default", x, k)
+        ck("aten.triu.default", x, k)
+    ck("aten.tril.default", rnd(3, 3, dtype=dtype))
+    ck("aten.triu.default", rnd(0, 3, dtype=dtype))
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_view_scatters(dtype):
+    x = rnd(4, 5, 6, dtype=dtype)
+    ck("aten.select_scatter.default", x, rnd(4, 6, dtype=dtype), 1, 2)
+    ck("aten.select_scatter.default", x, rnd(4, 5, dtype=dtype), -1, -1)
+    ck("aten.select_scatter.default", rnd(3, dtype=dtype), rnd(dtype=dtype), 0, 1)
+    ck("aten.slice_scatter.default", x, rnd(2, 5, 6, dtype=dtype), 0, 1, 3)
+    ck("aten.slice_scatter.default", x, rnd(4, 5, 3, dtype=dtype), -1, None, None, 2)
+    ck("aten.slice_scatter.default", x, rnd(4, 2, 6, dtype=dtype), 1, -3, -1)
+    ck("aten.slice_scatter.default", x, rnd(4, 0, 6, dtype=dtype), 1, 4, 2)
+    ck("aten.slice_scatter.default", x, rnd(4, 5, 6, dtype=dtype))
+    ck("aten.diagonal_scatter.default", x, rnd(6, 4, dtype=dtype))
+    ck("aten.diagonal_scatter.default", x, rnd(4, 4, dtype=dtype), 1, 1, 2)
+    ck("aten.diagonal_scatter.default", x, rnd(5, 3, dtype=dtype), -1, -1, 0)
+    ck("aten.as_strided_scatter.default", rnd(12, dtype=dtype), rnd(2, 3, dtype=dtype), [2, 3], [1, 4], 1)
+    ck("aten.as_strided_scatter.default", rnd(3, 4, dtype=dtype), rnd(2, 2, dtype=dtype), [2, 2], [4, 1])
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_fill_zero_masked_fill(dtype):
+    x = rnd(3, 4, dtype=dtype)
+    mask = rnd(3, 4, dtype=torch.bool)
+    for v in (0, 1, 3, -2.5, True):
+        if dtype == torch.int64 and isinstance(v, float):
+            continue
+        ck("aten.fill.Scalar", x, v)
+        ck("aten.masked_fill.Scalar", x, mask, v)
+    ck("aten.fill.Tensor", x, rnd(dtype=dtype))
+    ck("aten.zero.default", x)
+    ck("aten.masked_fill.Tensor", x, mask, rnd(dtype=dtype))
+    ck("aten.masked_fill.Scalar", x, rnd(4, dtype=torch.bool), 7)
+    ck("aten.masked_fill.Scalar", rnd(dtype=dtype), torch.tensor(True), 5)
+
+
+def test_fill_float_into_int():
+    ck("aten.fill.Scalar", rnd(3, dtype=torch.int32), 2.7)
+    ck("aten.fill.Tensor", rnd(3, dtype=torch.int64), torch.tensor(4.0))
+    ck("aten.masked_fill.Scalar", rnd(2, 2, dtype=torch.bfloat16), rnd(2, 2, dtype=torch.bool), 1e30)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_block_diag_trace(dtype):
+    ck("aten.block_diag.default", [rnd(2, 3, dtype=dtype), rnd(dtype=dtype), rnd(4, dtype=dtype),
+                                   rnd(0, 2, dtype=dtype)])
+    ck("aten.trace.default", rnd(4, 3, dtype=dtype), atol=1e-2 if dtype == torch.bfloat16 else 1e-5)
+
+
+def test_block_diag_promotion_and_trace_int32():
+    ck("aten.block_diag.default", [rnd(2, 2, dtype=torch.int32), rnd(1, 3)])
+    ck("aten.trace.default", rnd(5, 5, dtype=torch.int32))

@@ -1,0 +1,131 @@
+"""Bad input and faults: clear errors at the user's line, nothing lost, the process lives."""
+
+import subprocess
+import sys
+import textwrap
+
+import pytest
+import torch
+
+import xlanb
+from helpers import counter
+from xlanb.lower.registry import LOWERINGS, Rule
+
+
+def run_python(code: str, **env) -> subprocess.CompletedProcess:
+    import os
+    return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True,
+                          timeout=300, env={**os.environ, **env})
+
+
+def test_shape_error_is_torchs_own_message():
+    a, b = torch.randn(2, 3, device="xla"), torch.randn(4, 5, device="xla")
+    with pytest.raises(RuntimeError) as xla_error:
+        a @ b
+    with pytest.raises(RuntimeError) as cpu_error:
+        a.cpu() @ b.cpu()
+    assert str(xla_error.value) == str(cpu_error.value)
+
+
+def test_dtype_error_in_place_is_torchs_own_message():
+    x = torch.ones(3, dtype=torch.int64, device="xla")
+    with pytest.raises(RuntimeError, match="can't be cast to the desired output type Long"):
+        x.add_(2.5)
+    assert x.cpu().tolist() == [1, 1, 1]
+
+
+def test_op_without_lowering_falls_back_to_cpu():
+    cpu = torch.linspace(0.1, 3.0, 7)
+    x = cpu.to("xla")
+    got = torch.special.bessel_j0(x) * 2
+    torch.testing.assert_close(got.cpu(), torch.special.bessel_j0(cpu) * 2)
+    assert "aten::special_bessel_j0" in xlanb.metrics.executed_fallback_ops()
+    assert counter("aten::special_bessel_j0") == 1
+
+
+def test_data_dependent_ops_cut_the_graph_and_match_cpu():
+    cpu = torch.tensor([0.5, -1.0, 2.0, 0.0, 3.0])
+    x = cpu.to("xla")
+    torch.testing.assert_close(torch.nonzero(x).cpu(), torch.nonzero(cpu))
+    torch.testing.assert_close(x[x > 0].cpu(), cpu[cpu > 0])
+    torch.testing.assert_close(torch.masked_select(x, x < 1).cpu(), torch.masked_select(cpu, cpu < 1))
+    assert counter("GraphCut") >= 3
+
+
+def test_failed_compile_leaves_pending_graph_intact():
+    name = "aten.sin.default"
+    rule = LOWERINGS[name]
+
+    def broken(x):
+        raise ValueError("simulated lowering bug")
+    x = torch.arange(4.0, device="xla")
+    y = x.sin() + 1
+    LOWERINGS[name] = Rule(name, broken, rule.promote, rule.rng)
+    try:
+        with pytest.raises(RuntimeError, match="lowering aten.sin.default failed"):
+            xlanb.sync()
+    finally:
+        LOWERINGS[name] = rule
+    xlanb.sync()
+    torch.testing.assert_close(y.cpu(), torch.arange(4.0).sin() + 1)
+
+
+def test_error_in_backward_is_raised_at_next_sync_and_the_process_lives():
+    result = run_python("""
+        import torch, xlanb
+        class Bad(torch.autograd.Function):
+            @staticmethod
+            def forward(ctx, x):
+                return x * 2
+            @staticmethod
+            def backward(ctx, g):
+                return g @ torch.ones(7, 7, device=g.device)   # shape error inside the engine
+        x = torch.ones(3, 3, device="xla", requires_grad=True)
+        Bad.apply(x).sum().backward()
+        try:
+            xlanb.sync()
+            print("NO ERROR")
+        except RuntimeError as e:
+            print("RAISED:", str(e).splitlines()[0])
+        y = torch.ones(2, device="xla") + 1           # the runtime still works
+        print("ALIVE", y.cpu().tolist())
+    """)
+    assert result.returncode == 0, result.stderr
+    assert "RAISED: an error was raised inside backward" in result.stdout
+    assert "ALIVE [2.0, 2.0]" in result.stdout
+
+
+def test_import_next_to_torch_xla_fails_clearly():
+    result = run_python("""
+        import sys, types
+        sys.modules["torch_xla"] = types.ModuleType("torch_xla")
+        import xlanb
+    """)
+    assert result.returncode != 0
+    assert "xlanb cannot be imported next to torch_xla" in result.stderr
+
+
+def test_import_with_privateuse1_taken_fails_clearly():
+    result = run_python("""
+        import torch
+        torch.utils.rename_privateuse1_backend("npu_like")
+        import xlanb
+    """)
+    assert result.returncode != 0
+    assert "already registered as 'npu_like'" in result.stderr
+
+
+def test_persistent_cache_hit_in_a_new_process(tmp_path):
+    code = """
+        import torch, xlanb
+        x = torch.arange(12.0, device="xla").reshape(3, 4)
+        y = (x.sin() * 2.5).sum(0)
+        print(y.cpu().tolist())
+        print("HITS", xlanb.metrics.counter_value("PersistentCacheHit") or 0)
+    """
+    first = run_python(code, XLANB_CACHE_DIR=str(tmp_path))
+    second = run_python(code, XLANB_CACHE_DIR=str(tmp_path))
+    assert first.returncode == 0 and second.returncode == 0, first.stderr + second.stderr
+    assert "HITS 0" in first.stdout
+    assert "HITS 0" not in second.stdout
+    assert first.stdout.splitlines()[0] == second.stdout.splitlines()[0]

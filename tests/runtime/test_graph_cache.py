@@ -1,0 +1,119 @@
+"""The graph key, lifted scalars, the executable cache and value access."""
+
+import torch
+
+import xlanb
+from helpers import compiles, counter, executes
+from xlanb._config import override
+
+
+def xla(t):
+    return t.to("xla")
+
+
+def test_aliasing_is_part_of_the_key():
+    p, q = xla(torch.randn(3)), xla(torch.randn(3))
+    a = p + p
+    xlanb.sync()
+    b = p + q
+    xlanb.sync()
+    assert compiles() == 2
+    c = q + p        # same program as p + q on other tensors: one graph
+    xlanb.sync()
+    assert compiles() == 2
+    torch.testing.assert_close(a.cpu(), p.cpu() * 2)
+    torch.testing.assert_close(c.cpu(), b.cpu())
+
+
+def test_new_float_scalars_do_not_recompile():
+    p = xla(torch.randn(3))
+    xlanb.sync()
+    for s in (2.5, 3.5, 4.5):
+        r = p * s
+        xlanb.sync()
+    assert compiles() == 1
+    assert executes() == 3
+    assert counter("CachedCompile") == 2
+    torch.testing.assert_close(r.cpu(), p.cpu() * 4.5)
+
+
+def test_special_scalars_are_baked():
+    p = xla(torch.randn(3))
+    for s in (2, 3):      # ints are lifted too
+        r = p * s
+        xlanb.sync()
+    assert compiles() == 1
+    for s in (1, 0, -1):  # 0 and +-1 are constants: each its own graph
+        r = p * s
+        xlanb.sync()
+    assert compiles() == 4
+    torch.testing.assert_close(r.cpu(), -p.cpu())
+
+
+def test_shapes_4_5_4_compile_twice():
+    for n in (4, 5, 4):
+        z = torch.zeros(n, device="xla") + 2.5
+        xlanb.sync()
+    assert compiles() == 2
+    assert executes() == 3
+    assert z.cpu().tolist() == [2.5] * 4
+
+
+def test_cache_of_size_one_recompiles_evicted_graphs():
+    x = xla(torch.arange(4.0))
+    with override(cache_size=1):
+        for _ in range(2):
+            a = x * 3.0
+            xlanb.sync()
+            b = x.exp()
+            xlanb.sync()
+    assert compiles() == 4
+    torch.testing.assert_close(a.cpu(), torch.arange(4.0) * 3)
+    torch.testing.assert_close(b.cpu(), torch.arange(4.0).exp())
+
+
+def test_item_twice_compiles_and_executes_once():
+    x = xla(torch.arange(6.0))
+    l = (x * 2).sum()
+    assert l.item() == 30.0
+    assert l.item() == 30.0
+    assert compiles() == 1
+    assert executes() == 1
+    assert counter("aten::_local_scalar_dense") == 2
+    xlanb.sync()              # the value is kept: nothing left to run
+    assert executes() == 1
+
+
+def test_value_access_cuts_the_graph_and_keeps_the_value():
+    x = xla(torch.ones(3))
+    w = x * 3
+    w2 = w + 1
+    assert w.cpu().tolist() == [3.0, 3.0, 3.0]
+    xlanb.sync()              # w2 is computed from w's kept value
+    assert w2.cpu().tolist() == [4.0, 4.0, 4.0]
+    assert compiles() == 2
+
+
+def test_empty_sync_counts_a_mark_step_only():
+    xlanb.sync()
+    assert counter("MarkStep") == 1
+    assert compiles() == 0 and executes() == 0
+
+
+def test_in_place_updates_donate_the_old_buffer():
+    p = xla(torch.zeros(4))
+    for _ in range(3):
+        p.add_(1.5)
+        xlanb.sync()
+    assert counter("InputOutputAliasCount") == 3
+    assert p.cpu().tolist() == [4.5] * 4
+
+
+def test_sync_wait_and_wait():
+    x = xla(torch.randn(64, 64))
+    y = x @ x
+    xlanb.sync(wait=True)
+    z = y + 1
+    xlanb.sync()
+    xlanb.wait()
+    torch.testing.assert_close(z.cpu(), x.cpu() @ x.cpu() + 1, rtol=1e-4, atol=1e-4)

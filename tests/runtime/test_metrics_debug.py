@@ -1,0 +1,52 @@
+"""The torch_xla-compatible metrics API and the IR / HLO dumps."""
+
+import torch
+
+import xlanb
+from xlanb import metrics
+
+
+def test_unknown_names_give_none_and_clear_all_empties():
+    assert metrics.counter_value("NoSuchCounter") is None
+    assert metrics.metric_data("NoSuchMetric") is None
+    x = torch.ones(2, device="xla") * 3.0
+    xlanb.sync()
+    count, total_ns, samples = metrics.metric_data("CompileTime")
+    assert count == 1 and total_ns > 0 and len(samples) == 1
+    assert "UncachedCompile" in metrics.counter_names()
+    metrics.clear_all()
+    assert metrics.counter_names() == [] and metrics.metric_names() == []
+    assert x.cpu().tolist() == [3.0, 3.0]
+
+
+def test_short_report_lists_times_and_fallbacks():
+    x = torch.linspace(0.5, 1.5, 3, device="xla")
+    torch.special.bessel_j0(x).cpu()
+    report = metrics.short_metrics_report()
+    assert "Metric: CompileTime" in report and "Metric: ExecuteTime" in report
+    assert "Metric: TransferFromDeviceTime" in report
+    assert "Counter: aten::special_bessel_j0" in report
+    assert "Accumulator:" in metrics.metrics_report()
+
+
+def test_ir_text_before_and_after_sync():
+    a, b = torch.ones(2, 2, device="xla"), torch.ones(2, 2, device="xla")
+    xlanb.sync()
+    c = a + b * 2.5
+    text = xlanb.debug.ir_text(c)
+    lines = text.splitlines()
+    assert lines[0] == "IR {" and lines[-1] == "}"
+    assert text.count("ROOT=0") == 1
+    assert "scalar=2.5" in text and "aten::mul.Tensor" in text and "aten::add.Tensor" in text
+    assert text.count("xlanb::device_data()") == 2
+    xlanb.sync()
+    after = xlanb.debug.ir_text(c)
+    assert after.splitlines()[1].strip() == "%0 = f32[2,2] xlanb::device_data(), ROOT=0"
+
+
+def test_hlo_text_stages():
+    x = torch.ones(3, device="xla")
+    y = (x * 2).exp()
+    assert "stablehlo.exponential" in xlanb.debug.hlo_text(y)
+    assert xlanb.debug.hlo_text(y, stage="hlo").startswith("HloModule")
+    assert "HloModule" in xlanb.debug.hlo_text(y, stage="optimized")

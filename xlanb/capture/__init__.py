@@ -5,6 +5,7 @@ from __future__ import annotations
 from xlanb._config import config
 from xlanb.capture import dispatch, factories, tensor
 from xlanb.capture.device import register_device
+from xlanb.ir.node import LIFT_SPECIAL
 
 _done: list = []
 
@@ -13,6 +14,7 @@ def register():
     """Registers the device, the dispatch and the factories (once per process)."""
     if not _done:
         device = register_device(config().device_name)
+        LIFT_SPECIAL[0] = not config().special_scalars
         tensor.set_device(device)
         dispatch.install()
         factories.register_factories()

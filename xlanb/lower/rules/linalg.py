@@ -380,7 +380,6 @@ def _cholesky(A, upper):
     X = _mH(A) if upper else A
     L = lax.linalg.cholesky(X, symmetrize_input=False)
     failed = jnp.isnan(jnp.real(jnp.diagonal(L, axis1=-2, axis2=-1)))
-    failed = failed & ~jnp.isnan(jnp.real(jnp.diagonal(X, axis1=-2, axis2=-1)))
     info = lax.cond(jnp.any(failed), _cholesky_info, lambda x: jnp.zeros(x.shape[:-2], jnp.int32), X)
     return (_mH(L) if upper else L), info
 

@@ -1,1 +1,596 @@
-"""Lowering rules: pointwise."""
+"""Lowering rules: pointwise (elementwise arithmetic, math functions, comparisons, logic).
+
+Binary/ternary arithmetic uses promote="same" (operands arrive in torch's computation
+dtype; bfloat16/float16 compute in float32) and ops that turn integers into floats use
+promote="float". `.Tensor` overloads may still receive a Python number or a lifted
+(weakly typed, traced) 0-d scalar as `other`; jnp handles both. Scalars are never
+branched on; only dtypes and static attributes are.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import torch
+from jax import lax
+from torch._prims_common import ELEMENTWISE_TYPE_PROMOTION_KIND, elementwise_dtypes
+
+from xlanb.lower.dtypes import default_float, to_jax_dtype, to_torch_dtype
+from xlanb.lower.registry import lowers
+
+
+# Helpers ------------------------------------------------------------------------------------
+
+def _dtype(x):
+    return x.dtype if hasattr(x, "dtype") else jnp.result_type(x)
+
+
+def is_int(x) -> bool:
+    """Integer (not bool) dtype."""
+    return jnp.issubdtype(_dtype(x), jnp.integer)
+
+
+def is_bool(x) -> bool:
+    return _dtype(x) == jnp.bool_
+
+
+def is_float(x) -> bool:
+    return jnp.issubdtype(_dtype(x), jnp.inexact)
+
+
+def is_one(v) -> bool:
+    return type(v) in (int, float) and v == 1
+
+
+def as_float(x):
+    """x in a float dtype torch would compute it in (ints -> default float; halves -> float32)."""
+    dt = _dtype(x)
+    if dt in (jnp.float16, jnp.bfloat16):
+        return jnp.asarray(x, jnp.float32)
+    if not jnp.issubdtype(dt, jnp.inexact):
+        return jnp.asarray(x, default_float())
+    return x
+
+
+def nan_max(a, b):
+    """torch.maximum: NaN-propagating for floats."""
+    out = jnp.maximum(a, b)
+    if is_float(out):
+        out = jnp.where(jnp.isnan(a) | jnp.isnan(b), jnp.asarray(jnp.nan, out.dtype), out)
+    return out
+
+
+def nan_min(a, b):
+    out = jnp.minimum(a, b)
+    if is_float(out):
+        out = jnp.where(jnp.isnan(a) | jnp.isnan(b), jnp.asarray(jnp.nan, out.dtype), out)
+    return out
+
+
+def _is_weak(x) -> bool:
+    if isinstance(x, (int, float, bool)):
+        return True
+    aval = getattr(x, "aval", None)
+    return bool(getattr(aval, "weak_type", False))
+
+
+def torch_promote(*xs, kind=ELEMENTWISE_TYPE_PROMOTION_KIND.DEFAULT):
+    """torch's computation dtype for these jax operands (weak 0-d arrays act as Python numbers)."""
+    examples = []
+    for x in xs:
+        if x is None:
+            continue
+        dt = _dtype(x)
+        if _is_weak(x):
+            if dt == jnp.bool_:
+                examples.append(True)
+            elif jnp.issubdtype(dt, jnp.integer):
+                examples.append(2)
+            elif jnp.issubdtype(dt, jnp.complexfloating):
+                examples.append(2j)
+            else:
+                examples.append(2.0)
+        else:
+            examples.append(torch.empty(tuple(x.shape), dtype=to_torch_dtype(dt), device="meta"))
+    compute, _ = elementwise_dtypes(*examples, type_promotion_kind=kind)
+    return to_jax_dtype(compute)
+
+
+# Arithmetic ---------------------------------------------------------------------------------
+
+def _scaled(v, alpha):
+    return v if is_one(alpha) else alpha * v
+
+
+@lowers("aten.add.Tensor", "aten.add.Scalar", promote="same")
+def add(self, other, alpha=1):
+    if is_bool(self) and is_bool(other):
+        return jnp.logical_or(self, other) if is_one(alpha) else jnp.logical_or(self, other & alpha)
+    return self + _scaled(other, alpha)
+
+
+@lowers("aten.sub.Tensor", "aten.sub.Scalar", promote="same")
+def sub(self, other, alpha=1):
+    return self - _scaled(other, alpha)
+
+
+@lowers("aten.rsub.Tensor", "aten.rsub.Scalar", promote="same")
+def rsub(self, other, alpha=1):
+    return other - _scaled(self, alpha)
+
+
+@lowers("aten.mul.Tensor", "aten.mul.Scalar", promote="same")
+def mul(self, other):
+    if is_bool(self) and is_bool(other):
+        return jnp.logical_and(self, other)
+    return self * other
+
+
+@lowers("aten.div.Tensor", "aten.div.Scalar", promote="float")
+def div(self, other):
+    return jnp.true_divide(self, other)
+
+
+def _trunc_div_int(a, b):
+    return lax.div(*jnp.broadcast_arrays(*_same(a, b)))
+
+
+def _same(a, b):
+    dt = jnp.result_type(a, b)
+    return jnp.asarray(a, dt), jnp.asarray(b, dt)
+
+
+def floor_div_int(a, b):
+    a, b = jnp.broadcast_arrays(*_same(a, b))
+    q = lax.div(a, b)
+    r = lax.rem(a, b)
+    fix = (r != 0) & ((a < 0) != (b < 0))
+    return jnp.where(fix, q - 1, q)
+
+
+def floor_div_float(a, b):
+    """ATen's div_floor_floating, exactly."""
+    a, b = jnp.broadcast_arrays(*_same(a, b))
+    one = jnp.asarray(1, a.dtype)
+    mod = lax.rem(a, b)
+    d = (a - mod) / b
+    d = jnp.where((mod != 0) & ((b < 0) != (mod < 0)), d - one, d)
+    fl = jnp.floor(d)
+    fl = jnp.where(d - fl > jnp.asarray(0.5, a.dtype), fl + one, fl)
+    zero = jnp.copysign(jnp.zeros_like(a), a / b)
+    out = jnp.where(d != 0, fl, zero)
+    return jnp.where(b == 0, a / b, out)
+
+
+def _floor_div(a, b):
+    if is_bool(a) and is_bool(b):
+        a, b = a.astype(jnp.int8), b.astype(jnp.int8)
+    if is_float(a) or is_float(b):
+        return floor_div_float(a, b)
+    return floor_div_int(a, b)
+
+
+@lowers("aten.div.Tensor_mode", "aten.div.Scalar_mode", promote="same")
+def div_mode(self, other, *, rounding_mode=None):
+    if rounding_mode is None:
+        if not is_float(self):
+            self, other = as_float(self), as_float(other)
+        return jnp.true_divide(self, other)
+    if rounding_mode == "trunc":
+        if is_float(self):
+            return jnp.trunc(self / other)
+        if is_bool(self):
+            self, other = self.astype(jnp.int8), jnp.asarray(other, jnp.int8)
+        return _trunc_div_int(self, other)
+    if rounding_mode == "floor":
+        return _floor_div(self, other)
+    raise ValueError(f"div: unknown rounding_mode {rounding_mode!r}")
+
+
+@lowers("aten.floor_divide.default", "aten.floor_divide.Scalar", promote="same")
+def floor_divide(self, other):
+    return _floor_div(self, other)
+
+
+def remainder_(a, b):
+    a, b = jnp.broadcast_arrays(*_same(a, b))
+    r = lax.rem(a, b)
+    fix = (r != 0) & ((r < 0) != (b < 0))
+    return jnp.where(fix, r + b, r)
+
+
+@lowers("aten.remainder.Tensor", "aten.remainder.Scalar", "aten.remainder.Scalar_Tensor", promote="same")
+def remainder(self, other):
+    return remainder_(self, other)
+
+
+@lowers("aten.fmod.Tensor", "aten.fmod.Scalar", promote="same")
+def fmod(self, other):
+    return lax.rem(*jnp.broadcast_arrays(*_same(self, other)))
+
+
+def int_pow(base, exp):
+    """ATen's powi: exact integer power (wrapping), negative exponents as torch."""
+    base, exp = jnp.broadcast_arrays(*_same(base, exp))
+    dt = base.dtype
+    one, zero = jnp.ones((), dt), jnp.zeros((), dt)
+    bits = jnp.iinfo(dt).bits
+    e = jnp.where(exp < 0, zero, exp)
+
+    def body(_, carry):
+        acc, b, e = carry
+        acc = jnp.where((e & one) != 0, acc * b, acc)
+        return acc, b * b, lax.shift_right_logical(e, one)
+
+    acc, _, _ = lax.fori_loop(0, bits, body, (jnp.ones_like(base), base, e))
+    if jnp.issubdtype(dt, jnp.signedinteger):
+        neg = jnp.where(base == 1, one, jnp.where(base == -1, jnp.where((exp & one) != 0, -one, one), zero))
+        acc = jnp.where(exp < 0, neg, acc)
+    return acc
+
+
+def pow_(base, exp):
+    if is_bool(base) and is_bool(exp):
+        return jnp.logical_or(base, jnp.logical_not(exp))
+    if not is_float(base) and not is_float(exp):
+        return int_pow(base, exp)
+    return jnp.power(base, exp)
+
+
+@lowers("aten.pow.Tensor_Tensor", "aten.pow.Tensor_Scalar", "aten.pow.Scalar", promote="same")
+def pow_rule(self, exponent):
+    return pow_(self, exponent)
+
+
+@lowers("aten.neg.default")
+def neg(x):
+    return -x
+
+
+@lowers("aten.abs.default")
+def abs_(x):
+    return x if is_bool(x) else jnp.abs(x)
+
+
+@lowers("aten.sign.default", "aten.sgn.default")
+def sign(x):
+    if is_bool(x):
+        return x
+    if is_float(x):
+        return (x > 0).astype(x.dtype) - (x < 0).astype(x.dtype)
+    return jnp.sign(x)
+
+
+# Float math ---------------------------------------------------------------------------------
+
+def _unary(name, fn):
+    lowers(name, promote="float")(fn)
+
+
+_unary("aten.exp.default", jnp.exp)
+_unary("aten.exp2.default", jnp.exp2)
+_unary("aten.expm1.default", jnp.expm1)
+_unary("aten.log.default", jnp.log)
+_unary("aten.log2.default", jnp.log2)
+_unary("aten.log10.default", jnp.log10)
+_unary("aten.log1p.default", jnp.log1p)
+_unary("aten.sqrt.default", jnp.sqrt)
+_unary("aten.rsqrt.default", lax.rsqrt)
+_unary("aten.reciprocal.default", jnp.reciprocal)
+_unary("aten.sin.default", jnp.sin)
+_unary("aten.cos.default", jnp.cos)
+_unary("aten.tan.default", jnp.tan)
+_unary("aten.asin.default", jnp.arcsin)
+_unary("aten.acos.default", jnp.arccos)
+_unary("aten.atan.default", jnp.arctan)
+_unary("aten.sinh.default", jnp.sinh)
+_unary("aten.cosh.default", jnp.cosh)
+_unary("aten.tanh.default", jnp.tanh)
+_unary("aten.asinh.default", jnp.arcsinh)
+_unary("aten.acosh.default", jnp.arccosh)
+_unary("aten.atanh.default", jnp.arctanh)
+_unary("aten.erf.default", lax.erf)
+_unary("aten.erfc.default", lax.erfc)
+_unary("aten.erfinv.default", lax.erf_inv)
+_unary("aten.sigmoid.default", jax.nn.sigmoid)
+_unary("aten.deg2rad.default", jnp.deg2rad)
+_unary("aten.rad2deg.default", jnp.rad2deg)
+
+
+@lowers("aten.lgamma.default", promote="float")
+def lgamma(x):
+    # lax.lgamma gives inf at the poles already; -inf -> inf as torch
+    return jnp.where(x == -jnp.inf, jnp.asarray(jnp.inf, x.dtype), lax.lgamma(x))
+
+
+@lowers("aten.digamma.default", promote="float")
+def digamma(x):
+    out = lax.digamma(x)
+    pole = jnp.where(jnp.signbit(x), jnp.asarray(jnp.inf, x.dtype), jnp.asarray(-jnp.inf, x.dtype))
+    out = jnp.where(x == 0, pole, out)
+    return jnp.where((x < 0) & (x == jnp.floor(x)), jnp.asarray(jnp.nan, x.dtype), out)
+
+
+@lowers("aten.sinc.default", promote="float")
+def sinc(x):
+    return jnp.sinc(x)
+
+
+@lowers("aten.atan2.default", promote="float")
+def atan2(self, other):
+    return jnp.arctan2(self, other)
+
+
+@lowers("aten.hypot.default", promote="same")
+def hypot(self, other):
+    return jnp.hypot(self, other)
+
+
+@lowers("aten.copysign.Tensor", "aten.copysign.Scalar", promote="float")
+def copysign(self, other):
+    return jnp.copysign(self, other)
+
+
+@lowers("aten.nextafter.default", promote="same")
+def nextafter(self, other):
+    return jnp.nextafter(self, other)
+
+
+@lowers("aten.logaddexp.default", promote="same")
+def logaddexp(self, other):
+    return jnp.logaddexp(self, other)
+
+
+@lowers("aten.logaddexp2.default", promote="same")
+def logaddexp2(self, other):
+    return jnp.logaddexp2(self, other)
+
+
+def xlogy_(x, y):
+    x, y = jnp.broadcast_arrays(*_same(x, y))
+    out = jnp.where(x == 0, jnp.zeros_like(x), x * jnp.log(y))
+    return jnp.where(jnp.isnan(y), jnp.full_like(x, jnp.nan), out)
+
+
+@lowers("aten.xlogy.Tensor", "aten.xlogy.Scalar_Self", "aten.xlogy.Scalar_Other", promote="float")
+def xlogy(self, other):
+    return xlogy_(self, other)
+
+
+@lowers("aten.special_xlog1py.default", promote="float")
+def xlog1py(self, other):
+    x, y = jnp.broadcast_arrays(*_same(self, other))
+    out = jnp.where(x == 0, jnp.zeros_like(x), x * jnp.log1p(y))
+    return jnp.where(jnp.isnan(y), jnp.full_like(x, jnp.nan), out)
+
+
+@lowers("aten.logit.default", promote="float")
+def logit(x, eps=None):
+    if eps is not None:
+        clipped = jnp.clip(x, eps, 1 - eps)
+        x = jnp.where(jnp.asarray(eps) >= 0, clipped, x)
+    return jnp.log(x / (1 - x))
+
+
+# Rounding -----------------------------------------------------------------------------------
+
+def _float_only(fn):
+    def rule(x):
+        return fn(x) if is_float(x) else x
+    return rule
+
+
+lowers("aten.floor.default", promote="same")(_float_only(jnp.floor))
+lowers("aten.ceil.default", promote="same")(_float_only(jnp.ceil))
+lowers("aten.trunc.default", promote="same")(_float_only(jnp.trunc))
+lowers("aten.round.default", promote="same")(_float_only(jnp.round))
+
+
+@lowers("aten.round.decimals", promote="same")
+def round_decimals(x, *, decimals=0):
+    if not is_float(x):
+        return x
+    decimals = int(decimals)
+    ten = jnp.asarray(10.0 ** (-decimals if decimals < 0 else decimals), x.dtype)
+    if decimals < 0:
+        return jnp.round(x / ten) * ten
+    return jnp.round(x * ten) / ten
+
+
+@lowers("aten.frac.default", promote="same")
+def frac(x):
+    return x - jnp.trunc(x)
+
+
+# Min / max ----------------------------------------------------------------------------------
+
+@lowers("aten.maximum.default", promote="same")
+def maximum(self, other):
+    return nan_max(self, other)
+
+
+@lowers("aten.minimum.default", promote="same")
+def minimum(self, other):
+    return nan_min(self, other)
+
+
+@lowers("aten.fmax.default", promote="same")
+def fmax(self, other):
+    return jnp.fmax(self, other) if is_float(self) else jnp.maximum(self, other)
+
+
+@lowers("aten.fmin.default", promote="same")
+def fmin(self, other):
+    return jnp.fmin(self, other) if is_float(self) else jnp.minimum(self, other)
+
+
+def clamp_(x, lo, hi):
+    if lo is not None:
+        x = nan_max(x, lo)
+    if hi is not None:
+        x = nan_min(x, hi)
+    return x
+
+
+@lowers("aten.clamp.default", "aten.clamp.Tensor", promote="same")
+def clamp(self, min=None, max=None):
+    return clamp_(self, min, max)
+
+
+@lowers("aten.clamp_min.default", "aten.clamp_min.Tensor", promote="same")
+def clamp_min(self, min):
+    return nan_max(self, min)
+
+
+@lowers("aten.clamp_max.default", "aten.clamp_max.Tensor", promote="same")
+def clamp_max(self, max):
+    return nan_min(self, max)
+
+
+# Comparisons and logic ----------------------------------------------------------------------
+
+lowers("aten.eq.Tensor", "aten.eq.Scalar", promote="same")(lambda self, other: jnp.equal(self, other))
+lowers("aten.ne.Tensor", "aten.ne.Scalar", promote="same")(lambda self, other: jnp.not_equal(self, other))
+lowers("aten.lt.Tensor", "aten.lt.Scalar", promote="same")(lambda self, other: jnp.less(self, other))
+lowers("aten.le.Tensor", "aten.le.Scalar", promote="same")(lambda self, other: jnp.less_equal(self, other))
+lowers("aten.gt.Tensor", "aten.gt.Scalar", promote="same")(lambda self, other: jnp.greater(self, other))
+lowers("aten.ge.Tensor", "aten.ge.Scalar", promote="same")(lambda self, other: jnp.greater_equal(self, other))
+
+
+def truthy(x):
+    return x if is_bool(x) else x != 0
+
+
+@lowers("aten.logical_and.default")
+def logical_and(self, other):
+    return jnp.logical_and(truthy(self), truthy(other))
+
+
+@lowers("aten.logical_or.default")
+def logical_or(self, other):
+    return jnp.logical_or(truthy(self), truthy(other))
+
+
+@lowers("aten.logical_xor.default")
+def logical_xor(self, other):
+    return jnp.logical_xor(truthy(self), truthy(other))
+
+
+@lowers("aten.logical_not.default")
+def logical_not(x):
+    return jnp.logical_not(truthy(x))
+
+
+@lowers("aten.bitwise_and.Tensor", "aten.bitwise_and.Scalar", "aten.bitwise_and.Scalar_Tensor", promote="same")
+def bitwise_and(self, other):
+    return jnp.bitwise_and(self, other)
+
+
+@lowers("aten.bitwise_or.Tensor", "aten.bitwise_or.Scalar", "aten.bitwise_or.Scalar_Tensor", promote="same")
+def bitwise_or(self, other):
+    return jnp.bitwise_or(self, other)
+
+
+@lowers("aten.bitwise_xor.Tensor", "aten.bitwise_xor.Scalar", "aten.bitwise_xor.Scalar_Tensor", promote="same")
+def bitwise_xor(self, other):
+    return jnp.bitwise_xor(self, other)
+
+
+@lowers("aten.bitwise_not.default")
+def bitwise_not(x):
+    return jnp.logical_not(x) if is_bool(x) else jnp.bitwise_not(x)
+
+
+@lowers("aten.bitwise_left_shift.Tensor", "aten.bitwise_left_shift.Tensor_Scalar",
+        "aten.bitwise_left_shift.Scalar_Tensor", "aten.__lshift__.Tensor", "aten.__lshift__.Scalar",
+        promote="same")
+def lshift(self, other):
+    # XLA: shifts by >= bit width (or negative, read as unsigned) give 0, as ATen
+    return lax.shift_left(*jnp.broadcast_arrays(*_same(self, other)))
+
+
+@lowers("aten.bitwise_right_shift.Tensor", "aten.bitwise_right_shift.Tensor_Scalar",
+        "aten.bitwise_right_shift.Scalar_Tensor", "aten.__rshift__.Tensor", "aten.__rshift__.Scalar",
+        promote="same")
+def rshift(self, other):
+    a, b = jnp.broadcast_arrays(*_same(self, other))
+    if jnp.issubdtype(a.dtype, jnp.unsignedinteger):
+        return lax.shift_right_logical(a, b)
+    return lax.shift_right_arithmetic(a, b)
+
+
+@lowers("aten.isnan.default")
+def isnan(x):
+    return jnp.isnan(x) if is_float(x) else jnp.zeros(x.shape, bool)
+
+
+@lowers("aten.isinf.default")
+def isinf(x):
+    return jnp.isinf(x) if is_float(x) else jnp.zeros(x.shape, bool)
+
+
+@lowers("aten.isposinf.default")
+def isposinf(x):
+    return (x == jnp.inf) if is_float(x) else jnp.zeros(x.shape, bool)
+
+
+@lowers("aten.isneginf.default")
+def isneginf(x):
+    return (x == -jnp.inf) if is_float(x) else jnp.zeros(x.shape, bool)
+
+
+@lowers("aten.signbit.default")
+def signbit(x):
+    if is_bool(x):
+        return jnp.zeros(x.shape, bool)
+    return jnp.signbit(x) if is_float(x) else x < 0
+
+
+@lowers("aten.nan_to_num.default")
+def nan_to_num(x, nan=None, posinf=None, neginf=None):
+    if not is_float(x):
+        return x
+    info = jnp.finfo(x.dtype)
+    nan = jnp.asarray(0.0 if nan is None else nan).astype(x.dtype)
+    posinf = jnp.asarray(info.max if posinf is None else posinf).astype(x.dtype)
+    neginf = jnp.asarray(info.min if neginf is None else neginf).astype(x.dtype)
+    x = jnp.where(jnp.isnan(x), nan, x)
+    x = jnp.where(x == jnp.inf, posinf, x)
+    return jnp.where(x == -jnp.inf, neginf, x)
+
+
+@lowers("aten.heaviside.default", promote="same")
+def heaviside(self, values):
+    self, values = jnp.broadcast_arrays(*_same(self, values))
+    zero, one = jnp.zeros_like(self), jnp.ones_like(self)
+    return jnp.where(self == 0, values, jnp.where(self > 0, one, zero)).astype(self.dtype)
+
+
+# Selection and fused arithmetic -------------------------------------------------------------
+
+@lowers("aten.where.self")
+def where(condition, self, other):
+    dt = torch_promote(self, other)
+    return jnp.where(truthy(condition), jnp.asarray(self, dt), jnp.asarray(other, dt))
+
+
+def _lerp(start, end, weight):
+    diff = end - start
+    small = jnp.abs(weight) < 0.5
+    return jnp.where(small, start + weight * diff, end - diff * (1 - weight))
+
+
+@lowers("aten.lerp.Scalar", "aten.lerp.Tensor", promote="same")
+def lerp(self, end, weight):
+    return _lerp(self, end, weight)
+
+
+@lowers("aten.addcmul.default", promote="same")
+def addcmul(self, tensor1, tensor2, *, value=1):
+    return self + _scaled(tensor1, value) * tensor2
+
+
+@lowers("aten.addcdiv.default", promote="same")
+def addcdiv(self, tensor1, tensor2, *, value=1):
+    return self + _scaled(tensor1, value) / tensor2

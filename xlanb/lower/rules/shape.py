@@ -486,13 +486,3 @@ def block_diag(tensors):
         r, c = r + m.shape[0], c + m.shape[1]
     return out
 
-
-@lowers("aten.trace.default")
-def trace(x):
-    if jnp.issubdtype(x.dtype, jnp.integer) or x.dtype == np.bool_:
-        acc = np.dtype(np.int64)
-    elif x.dtype in (np.float16, jnp.bfloat16):
-        acc = np.dtype(np.float32)
-    else:
-        acc = x.dtype
-    return jnp.sum(jnp.diagonal(x).astype(acc))

@@ -1,0 +1,96 @@
+"""Eager mode: every op compiled once per op shape, cached, and run at once."""
+
+import pytest
+import torch
+
+import xlanb
+from helpers import compiles, counter, eager_compiles, eager_executes, executes
+
+
+@pytest.fixture
+def eager():
+    with xlanb.eager_mode_context(True):
+        yield
+
+
+def test_eager_mode_context_yields_previous_and_restores():
+    assert not xlanb.is_eager_mode()
+    with xlanb.eager_mode_context(True) as previous:
+        assert previous is False and xlanb.is_eager_mode()
+        with xlanb.eager_mode_context(False) as inner_previous:
+            assert inner_previous is True and not xlanb.is_eager_mode()
+        assert xlanb.is_eager_mode()
+    with pytest.raises(ValueError):
+        with xlanb.eager_mode_context(True):
+            raise ValueError("boom")
+    assert not xlanb.is_eager_mode()
+    xlanb.eager_mode(True)
+    assert xlanb.is_eager_mode()
+    xlanb.eager_mode(False)
+
+
+def test_logsumexp_twice_compiles_once_executes_twice(eager):
+    t = torch.randn(5, 5, device="xla")
+    xlanb.metrics.clear_all()
+    a = torch.logsumexp(t, 0)
+    b = torch.logsumexp(t, 0)
+    assert eager_compiles() == 1
+    assert eager_executes() == 2
+    assert counter("CachedCompile") == 1
+    assert compiles() == 0 and executes() == 0
+    torch.testing.assert_close(b.cpu(), torch.logsumexp(t.cpu(), 0))
+
+
+def test_new_scalar_does_not_recompile(eager):
+    t = torch.randn(5, 5, device="xla")
+    xlanb.metrics.clear_all()
+    a = t + 2.5
+    b = t + 3.5
+    assert eager_compiles() == 1 and eager_executes() == 2
+    torch.testing.assert_close(b.cpu(), t.cpu() + 3.5)
+
+
+def test_in_place_op_is_one_compile_and_one_execute(eager):
+    t = torch.randn(5, 5, device="xla")
+    xlanb.metrics.clear_all()
+    t *= 5
+    assert eager_compiles() == 1 and eager_executes() == 1
+
+
+def test_multi_output_ops_compile_once(eager):
+    x = torch.randn(5, 3, device="xla")
+    xlanb.metrics.clear_all()
+    values, indices = torch.topk(x, 2, dim=0)
+    assert eager_compiles() == 1 and eager_executes() == 1
+    u, s, v = torch.svd(x)
+    assert eager_compiles() <= 3
+    torch.testing.assert_close(values.cpu(), torch.topk(x.cpu(), 2, dim=0).values)
+    torch.testing.assert_close((u * s) @ v.T, x, rtol=1e-4, atol=1e-4)
+
+
+def test_value_access_compiles_nothing(eager):
+    t = torch.randn(3, 3, device="xla")
+    s = t.sum()
+    xlanb.metrics.clear_all()
+    print(t)
+    s.item()
+    t[1].tolist()
+    assert eager_compiles() == 0 and eager_executes() == 0
+    assert xlanb.metrics.metric_data("TransferFromDeviceTime")[0] == 3
+
+
+def test_sync_in_eager_mode_does_no_work(eager):
+    t = torch.randn(3, device="xla") * 2
+    xlanb.metrics.clear_all()
+    xlanb.sync()
+    assert xlanb.metrics.metric_data("CompileTime") is None
+    assert xlanb.metrics.metric_data("ExecuteTime") is None
+
+
+def test_eager_random_draws_differ_without_recompiling(eager):
+    torch.randn(4, device="xla")
+    xlanb.metrics.clear_all()
+    a = torch.randn(4, device="xla").cpu()
+    b = torch.randn(4, device="xla").cpu()
+    assert not torch.equal(a, b)
+    assert eager_compiles() == 0

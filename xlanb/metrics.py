@@ -18,6 +18,7 @@ MAX_SAMPLES = 1024
 _lock = threading.Lock()
 _counters: dict[str, int] = {}
 _metrics: dict[str, list] = {}     # name -> [count, total_ns, samples[(wall_s, value)]]
+_fallback_counters: set[str] = set()
 
 
 def _count(name: str, n: int = 1) -> None:
@@ -54,6 +55,7 @@ def _on_event(e: events.Event) -> None:
             _sample("TransferToDeviceTime" if e.direction == "to_device" else "TransferFromDeviceTime", e.ns)
         elif isinstance(e, events.Fallback):
             _count(e.op)
+            _fallback_counters.add(e.op)
         elif isinstance(e, events.Sync):
             if e.kind == "mark_step":
                 _count("MarkStep")
@@ -104,7 +106,7 @@ def clear_all() -> None:
 def executed_fallback_ops() -> list[str]:
     """Ops that ran on CPU (`aten::<op>` counters), as torch_xla reports them."""
     with _lock:
-        return sorted(n for n in _counters if n.startswith("aten::"))
+        return sorted(n for n in _counters if n in _fallback_counters)
 
 
 def _format_ns(ns: float) -> str:
@@ -156,4 +158,4 @@ SHORT_METRICS = ("CompileTime", "ExecuteTime", "TransferToDeviceTime", "Transfer
 def short_metrics_report(counter_names=None, metric_names=None) -> str:
     counters = tuple(counter_names) if counter_names is not None else SHORT_COUNTERS
     metrics = tuple(metric_names) if metric_names is not None else SHORT_METRICS
-    return _report(lambda n: n in counters or n.startswith("aten::"), lambda n: n in metrics)
+    return _report(lambda n: n in counters or n in _fallback_counters, lambda n: n in metrics)

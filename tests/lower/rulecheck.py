@@ -34,20 +34,40 @@ def _leaves(x, out):
     return out
 
 
-def _to_jax_args(x, tensors, scalars):
-    """Replace tensors by ("t", i) and liftable numbers by ("s", j) placeholders."""
+def _to_jax_args(x, tensors, scalars, liftable=True):
+    """Replace tensors by ("t", i) and liftable numbers by ("s", j) placeholders.
+
+    Only numbers in Scalar-typed (or Tensor-typed) schema slots are lifted, as capture does.
+    """
     if isinstance(x, torch.Tensor):
         tensors.append(x)
         return ("t", len(tensors) - 1)
     if isinstance(x, (list, tuple)):
-        return type(x)(_to_jax_args(y, tensors, scalars) for y in x)
-    if isinstance(x, dict):
-        return {k: _to_jax_args(v, tensors, scalars) for k, v in x.items()}
-    lifted = lift(x) if type(x) in (int, float) else x
+        return type(x)(_to_jax_args(y, tensors, scalars, liftable) for y in x)
+    lifted = lift(x) if liftable and type(x) in (int, float) else x
     if type(lifted) is Scalar:
         scalars.append(x)
         return ("s", len(scalars) - 1)
     return x
+
+
+def _liftable_slots(op):
+    """(positional liftable flags, keyword liftable names) from the op's schema."""
+    if op is None:
+        return None, None
+    kinds = {"Tensor", "Optional[Tensor]", "number", "Optional[number]", "List[number]"}
+    args = op._schema.arguments
+    positional = [str(a.type) in kinds for a in args if not a.kwarg_only]
+    keyword = {a.name for a in args if a.kwarg_only and str(a.type) in kinds}
+    return positional, keyword
+
+
+def _template(op, args, kwargs, tensors, scalars):
+    positional, keyword = _liftable_slots(op)
+    targs = tuple(_to_jax_args(a, tensors, scalars, positional is None or (i < len(positional) and positional[i]))
+                  for i, a in enumerate(args))
+    tkwargs = {k: _to_jax_args(v, tensors, scalars, keyword is None or k in keyword) for k, v in kwargs.items()}
+    return targs, tkwargs
 
 
 def _fill(x, arrays, scalar_values):
@@ -69,7 +89,7 @@ def run_rule(name: str, *args, rng_seed: int | None = None, **kwargs):
     op = _op(name)
     expected = op(*args, **kwargs) if op is not None and not rule.rng else None
     tensors, scalars = [], []
-    template = _to_jax_args((args, kwargs), tensors, scalars)
+    template = _template(op, args, kwargs, tensors, scalars)
     promote_to = None
     if rule.promote:
         examples = [a for a in _leaves(args, []) + _leaves(kwargs, [])]

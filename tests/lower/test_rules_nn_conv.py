@@ -49,3 +49,8 @@ def test_im2col_col2im():
     cols = torch.randn(2, 3 * 6, 21)
     ncheck("aten.col2im.default", cols, [5, 7], [2, 3], [1, 1], [1, 1], [2, 1], atol=1e-5)
     ncheck("aten.im2col.default", torch.randn(3, 5, 5), [3, 3], [1, 1], [1, 1], [1, 1])
+
+
+def test_convolution_bfloat16():
+    x, w = torch.randn(1, 3, 6, 6).bfloat16(), torch.randn(4, 3, 3, 3).bfloat16()
+    ncheck("aten.convolution.default", x, w, None, [1, 1], [1, 1], [1, 1], False, [0, 0], 1, atol=0.1, rtol=0.02)

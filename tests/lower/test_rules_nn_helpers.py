@@ -1,10 +1,10 @@
 """Shared helpers for the nn rule tests (no tests here).
 
-rulecheck lifts every Python int/float that is not 0/+-1, as if each were a `Scalar`.
 The driver lifts only schema `number` arguments: `int`, `int[]`, `float` hyperparameters
-(stride, kernel_size, eps, p, ...) arrive as Python constants. `ncheck`/`nrun` mark those
-arguments static (int/float subclasses rulecheck passes through) so rules see what the
-driver gives them.
+(stride, kernel_size, eps, p, ...) arrive as Python constants, and nn rules rely on that
+(shapes, branches on p / beta / reduction). `ncheck`/`nrun` mark those arguments static
+(int/float subclasses that rulecheck never lifts), so the tests keep checking exactly that
+contract whatever rulecheck's own lifting does.
 """
 
 import os

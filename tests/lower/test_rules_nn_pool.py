@@ -12,7 +12,6 @@ MAX2D = [
     ([3, 3], [2, 2], [1, 1], [1, 1], False, (2, 3, 9, 8)),
     ([2, 3], [], [0, 1], [1, 1], True, (1, 2, 7, 9)),
     ([3, 2], [2, 1], [1, 0], [2, 1], True, (3, 8, 7)),
-    ([2, 2], [2, 2], [0, 0], [1, 1], False, (1, 1, 6, 6)),
 ]
 
 
@@ -50,7 +49,6 @@ AVG2D = [
     ([3, 2], [2, 2], [1, 1], True, False, None, (1, 2, 8, 7)),
     ([2, 2], [], [0, 0], True, True, None, (3, 7, 5)),
     ([3, 3], [2, 1], [1, 0], True, True, 5, (1, 2, 8, 6)),
-    ([2, 3], [3, 2], [1, 1], True, True, None, (1, 1, 7, 8)),
 ]
 
 
@@ -72,8 +70,7 @@ def test_avg_pool3d_and_backward():
         ncheck("aten.avg_pool3d_backward.default", torch.randn(out.shape, dtype=x.dtype), x, *args, atol=1e-10)
 
 
-@pytest.mark.parametrize("shape,out", [((2, 3, 8, 6), [4, 3]), ((2, 7, 9), [3, 4]), ((1, 2, 5, 7), [1, 1]),
-                                       ((1, 2, 5, 7), [7, 9])])
+@pytest.mark.parametrize("shape,out", [((2, 3, 8, 6), [4, 3]), ((2, 7, 9), [3, 4]), ((1, 2, 5, 7), [7, 1])])
 def test_adaptive_avg_pool2d_and_backward(shape, out):
     x = torch.randn(shape)
     ncheck("aten._adaptive_avg_pool2d.default", x, out, atol=A)

@@ -304,6 +304,24 @@ def lift_fresh(func, args, kwargs):
     return args[0]
 
 
+def native_batch_norm(func, args, kwargs):
+    """BatchNorm updates its running stats in place although the schema says it does not:
+    record the functional form and write the new stats back."""
+    input, weight, bias, running_mean, running_var, training, momentum, eps = args
+    if running_mean is None or running_var is None:
+        op = aten._native_batch_norm_legit.no_stats
+        return rec.record(op, (input, weight, bias, training, momentum, eps), {})
+    if not training:
+        op = aten._native_batch_norm_legit_no_training.default
+        return rec.record(op, (input, weight, bias, running_mean, running_var, momentum, eps), {})
+    op = aten._native_batch_norm_legit_functional.default
+    node = rec.record_node(op, (input, weight, bias, running_mean, running_var, True, momentum, eps), {})
+    outs = rec.output_nodes(node)
+    write_value(running_mean, outs[3])
+    write_value(running_var, outs[4])
+    return tuple(new_tensor(n, n.meta) for n in outs[:3])
+
+
 SPECIAL = {
     "aten.copy_.default": copy_,
     "aten._to_copy.default": to_copy,
@@ -311,6 +329,7 @@ SPECIAL = {
     "aten.lift_fresh.default": lift_fresh,
     "aten.detach.default": alias_handler,
     "aten.alias.default": alias_handler,
+    "aten.native_batch_norm.default": native_batch_norm,
 }
 
 

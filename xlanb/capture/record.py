@@ -141,6 +141,7 @@ def infer_meta(func, plan: OpPlan, nargs, nkwargs):
         text = str(e)
         if "meta tensor" in text or "data-dependent" in text:   # needs the data, not a shape error
             raise NoMetaKernel(text) from e
+        _raise_cpu_error(func, margs, mkwargs)
         raise
     meta = _out_meta(out)
     if key is not None:
@@ -148,11 +149,34 @@ def infer_meta(func, plan: OpPlan, nargs, nkwargs):
     return meta
 
 
+def _on_cpu(x):
+    if isinstance(x, torch.Tensor):
+        return torch.zeros(x.shape, dtype=x.dtype)
+    if isinstance(x, list):
+        return [_on_cpu(y) for y in x]
+    if isinstance(x, torch.device):
+        return torch.device("cpu")
+    return x
+
+
+def _raise_cpu_error(func, margs, mkwargs) -> None:
+    """Re-raises a shape or dtype error with the message torch gives on CPU (meta kernels
+    word some errors differently). Only for small inputs; otherwise the meta error stands."""
+    tensors = [a for a in margs if isinstance(a, torch.Tensor)]
+    if sum(t.numel() for t in tensors) > 1 << 20:
+        return
+    try:
+        func(*[_on_cpu(a) for a in margs], **{k: _on_cpu(v) for k, v in mkwargs.items()})
+    except RuntimeError as cpu_error:
+        raise type(cpu_error)(str(cpu_error)) from None
+
+
 def _out_meta(out):
+    """Meta, or a tuple of Meta (None for an output the op did not compute, e.g. masked grads)."""
     if isinstance(out, torch.Tensor):
         return meta_of(out)
-    if isinstance(out, (tuple, list)) and all(isinstance(o, torch.Tensor) for o in out):
-        return tuple(meta_of(o) for o in out)
+    if isinstance(out, (tuple, list)) and all(o is None or isinstance(o, torch.Tensor) for o in out):
+        return tuple(None if o is None else meta_of(o) for o in out)
     raise NoMetaKernel(f"output of type {type(out).__name__} needs the data")
 
 
@@ -172,15 +196,15 @@ def outputs_of(node: Node):
     meta = node.meta
     if isinstance(meta, Meta):
         return new_tensor(node, meta)
-    outs = [new_tensor(getitem(node, i), m) for i, m in enumerate(meta)]
+    outs = [None if m is None else new_tensor(getitem(node, i), m) for i, m in enumerate(meta)]
     return outs if plan_of(node.op).returns_list else tuple(outs)
 
 
 def output_nodes(node: Node) -> tuple:
-    """Node -> one node per tensor output."""
+    """Node -> one node per output (None where the op computes nothing)."""
     if isinstance(node.meta, Meta):
         return (node,)
-    return tuple(getitem(node, i) for i in range(len(node.meta)))
+    return tuple(None if m is None else getitem(node, i) for i, m in enumerate(node.meta))
 
 
 def getitem(node: Node, i: int) -> Node:

@@ -57,6 +57,17 @@ class LazyTensor(torch.Tensor):
     __slots__ = ("_n", "_s", "_v", "_cv", "_cn")
     __torch_function__ = torch._C._disabled_torch_function_impl
 
+    def __repr__(self, *, tensor_contents=None):
+        """torch's own format (`tensor([...], device='xla:0')`), from a CPU copy."""
+        with torch.no_grad():
+            text = repr(self.detach().cpu())
+        suffix = f", device='{self.device}'"
+        if self.grad_fn is not None:
+            suffix += f", grad_fn=<{type(self.grad_fn).__name__}>"
+        elif self.requires_grad:
+            suffix += ", requires_grad=True"
+        return text[:-1] + suffix + ")"
+
     # Methods torch refuses for subclasses, or that must not pickle device state.
     def tolist(self):
         return self.cpu().tolist()

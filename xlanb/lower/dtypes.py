@@ -57,7 +57,7 @@ def numpy_to_torch(a: np.ndarray) -> torch.Tensor:
     a = np.asarray(a)
     torch_dtype = to_torch_dtype(a.dtype)
     if torch_dtype in _BIT_VIEWS:
-        bits = np.ascontiguousarray(a).view(TORCH_TO_NUMPY[_BIT_VIEWS[torch_dtype]])
+        bits = np.ascontiguousarray(a).reshape(a.shape).view(TORCH_TO_NUMPY[_BIT_VIEWS[torch_dtype]])
         return torch.from_numpy(bits.copy()).view(torch_dtype)
     return torch.from_numpy(np.array(a, copy=True, order="C"))
 

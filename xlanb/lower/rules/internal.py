@@ -39,13 +39,27 @@ def apply_view(x, spec):
 @lowers("xlanb.view_scatter")
 def view_scatter(base, src, chain):
     """Writes `src` into the part of `base` that the view chain selects."""
+    reinterpreted = False
+    for spec in chain:
+        if spec[0] in ("aten.view_as_real.default", "aten.view_as_complex.default"):
+            raise NotImplementedError("writing through view_as_real/view_as_complex is not supported; "
+                                      "write to the base tensor instead")
+        if spec[0] == "aten.view.dtype":
+            reinterpreted = True
+    if reinterpreted:
+        widths = {np.dtype(to_jax_dtype(spec[1][0])).itemsize for spec in chain if spec[0] == "aten.view.dtype"}
+        if widths != {base.dtype.itemsize}:
+            raise NotImplementedError("writing through a view with a dtype of another size is not supported; "
+                                      "write to the base tensor instead")
+        src = jax.lax.bitcast_convert_type(src, base.dtype)
     if all(spec[0] in _RESHAPES for spec in chain):
         return src.reshape(base.shape).astype(base.dtype)
     index_dtype = np.int32 if base.size < 2 ** 31 else np.int64
     with jax.ensure_compile_time_eval():
         positions = jnp.arange(base.size, dtype=index_dtype).reshape(base.shape)
         for spec in chain:
-            positions = apply_view(positions, spec)
+            if spec[0] != "aten.view.dtype":      # same-size reinterpretation: same positions
+                positions = apply_view(positions, spec)
         positions = np.asarray(positions).reshape(-1)
     flat = base.reshape(-1).at[positions].set(src.reshape(-1).astype(base.dtype), unique_indices=True)
     return flat.reshape(base.shape)

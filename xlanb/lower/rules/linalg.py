@@ -327,7 +327,9 @@ def householder_product(input, tau):
 
 
 def _det_parts(A):
-    lu_, piv, _ = _lu(A)
+    # torch factors A^T for a contiguous real A (and its backward solves with that LU):
+    # captured tensors are contiguous, so follow that case
+    lu_, piv, _ = _lu(A if jnp.iscomplexobj(A) else _mT(A))
     d = jnp.diagonal(lu_, axis1=-2, axis2=-1)
     n = A.shape[-1]
     odd = jnp.sum(piv != jnp.arange(n, dtype=piv.dtype), axis=-1) % 2 == 1

@@ -3,10 +3,10 @@
 Statistics are computed in float32 for half inputs (torch's accumulate type); the driver
 casts each output to the dtype torch's meta kernel predicts (mean/invstd stay float32).
 
-Batch norm: `native_batch_norm` is what reaches dispatch for nn.BatchNorm*d. Its CPU/CUDA
-kernels update running_mean/running_var in place in training although the schema does
-not say so; the rule here is functional and cannot do that. The functional form that
-returns the new running stats is `_native_batch_norm_legit_functional`.
+Batch norm: `native_batch_norm` is what reaches dispatch for nn.BatchNorm*d (train and eval).
+Its kernels update running_mean/running_var in place in training although the schema does
+not say so, so it has no rule here (see below); the functional form that returns the new
+running stats is `_native_batch_norm_legit_functional`.
 """
 
 from __future__ import annotations
@@ -58,7 +58,12 @@ def _batch_norm(input, weight, bias, running_mean, running_var, training, moment
     return out.astype(input.dtype), mean, invstd, new_mean, new_var
 
 
-@lowers("aten.native_batch_norm.default")
+# NOT registered for "aten.native_batch_norm.default" on purpose: that op updates
+# running_mean/running_var in place in training (the schema hides it), and a functional rule
+# would drop the update silently. Without a rule, capture takes torch's decomposition, which
+# writes the stats back with copy_. Once capture records native_batch_norm (training, with
+# stats) as `_native_batch_norm_legit_functional` plus a write-back of outputs 3 and 4, this
+# function can be registered for the remaining cases (eval, no running stats).
 def native_batch_norm(input, weight, bias, running_mean, running_var, training, momentum, eps):
     return _batch_norm(input, weight, bias, running_mean, running_var, training, momentum, eps)[:3]
 

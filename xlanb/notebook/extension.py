@@ -1,0 +1,144 @@
+"""The IPython extension: magics, cell hooks, and the report after each cell that used XLA."""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+import threading
+import time
+
+from xlanb import events
+from xlanb._config import config
+from xlanb.capture import realize
+from xlanb.capture.frames import user_frames
+from xlanb.capture.state import state
+from xlanb.report import CellContext, Cells, build_report, snapshot_pending
+
+
+@dataclasses.dataclass
+class CellRun:
+    """What the hooks remember about the cell that is running."""
+    mark: int
+    started: float
+    cell_id: str | None
+    pending_before: tuple
+    compiled: bool = False                    # an %%xla_compile cell
+    extra_frames: dict = dataclasses.field(default_factory=dict)
+
+
+def _pending_signature() -> tuple:
+    """Changes whenever a cell records new pending work (or a sync clears it)."""
+    pending = state.pending
+    return (len(pending), id(pending[-1]) if pending else None)
+
+
+class Extension:
+    def __init__(self, shell):
+        self.shell = shell
+        self.cell: CellRun | None = None
+        self.previous_eager: bool | None = None
+        self.progress = None
+        self._main = threading.main_thread()
+
+    # --- load / unload -------------------------------------------------------------------
+    def load(self) -> None:
+        from IPython.display import display
+
+        from xlanb.notebook.magics import XlaMagics
+        from xlanb.notebook.progress import CompileProgress
+
+        self.shell.register_magics(XlaMagics(self.shell, self))
+        self.shell.events.register("pre_run_cell", self.pre_run_cell)
+        self.shell.events.register("post_run_cell", self.post_run_cell)
+        self.progress = CompileProgress(lambda data: display(data, raw=True, display_id=True))
+        realize.graph_hooks.append(self.progress.graph_starting)
+        events.log.subscribe(self.on_event)
+        self.previous_eager = state.eager
+        state.eager = True                # notebooks start in eager mode
+
+    def unload(self) -> None:
+        for name, hook in (("pre_run_cell", self.pre_run_cell), ("post_run_cell", self.post_run_cell)):
+            if hook in self.shell.events.callbacks[name]:
+                self.shell.events.unregister(name, hook)
+        if self.progress is not None:
+            self.progress.stop()
+            if self.progress.graph_starting in realize.graph_hooks:
+                realize.graph_hooks.remove(self.progress.graph_starting)
+        events.log.unsubscribe(self.on_event)
+        magics = self.shell.magics_manager.magics
+        for kind, names in (("cell", ("xla_compile",)), ("line", ("xla_mode", "xla_report", "xla_metrics"))):
+            for name in names:
+                magics[kind].pop(name, None)
+        if self.previous_eager is not None:
+            state.eager = self.previous_eager
+        self.cell = None
+
+    # --- hooks ---------------------------------------------------------------------------
+    def pre_run_cell(self, info) -> None:
+        if getattr(info, "silent", False):
+            return
+        self.cell = CellRun(events.log.mark(), time.time(), getattr(info, "cell_id", None), _pending_signature())
+        if config().report != "off":
+            self.progress.start()
+
+    def on_event(self, e) -> None:
+        if self.progress is not None:
+            self.progress.on_event(e)
+        cell = self.cell
+        # CPU fallbacks carry no frames: record the user's line while we are on their thread
+        if cell is not None and isinstance(e, events.Fallback) and threading.current_thread() is self._main:
+            cell.extra_frames[e.seq] = user_frames(config().max_frames)
+
+    def note_compiled_cell(self) -> None:
+        if self.cell is not None:
+            self.cell.compiled = True
+
+    def default_graph_name(self) -> str:
+        cell_id = self.cell.cell_id if self.cell is not None else None
+        return f"cell_{cell_id.replace('-', '')[:8]}" if cell_id else "cell"
+
+    def post_run_cell(self, result) -> None:
+        cell, self.cell = self.cell, None
+        if cell is None or getattr(result.info, "silent", False):
+            return
+        self.progress.stop()
+        style = config().report
+        if style == "off":
+            return
+        try:
+            report = self.build(cell, result, style)
+        except Exception as error:      # a report bug must not look like the user's cell failed
+            print(f"xlanb: could not build the cell report: {type(error).__name__}: {error}", file=sys.stderr)
+            return
+        if report is not None:
+            self.show(report)
+
+    def build(self, cell: CellRun, result, style: str):
+        evs = events.log.since(cell.mark)
+        cells = Cells(dict(getattr(self.shell.compile, "_filename_map", {})), result.execution_count)
+        pending = None
+        if not state.eager and _pending_signature() != cell.pending_before:
+            pending = snapshot_pending(self.shell.user_ns, cells=cells, dag=style != "compact")
+        if not evs and pending is None:
+            return None
+        mode = "compiled" if cell.compiled else ("eager" if state.eager else "lazy")
+        ctx = CellContext(
+            execution_count=result.execution_count, cell_id=cell.cell_id, mode=mode, style=style, cells=cells,
+            started=cell.started, finished=time.time(), extra_frames=cell.extra_frames)
+        report = build_report(evs, ctx, pending)
+        return None if report.empty else report
+
+    def show(self, report) -> None:
+        from IPython.display import display
+
+        from xlanb.notebook.widget import report_bundle
+        data, metadata = report_bundle(report, widget=_has_anywidget())
+        display(data, metadata=metadata, raw=True)
+
+
+def _has_anywidget() -> bool:
+    try:
+        import anywidget  # noqa: F401
+    except ImportError:
+        return False
+    return True

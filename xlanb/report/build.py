@@ -1,0 +1,274 @@
+"""events -> CellReport: a pure function of the events a cell produced (and a little context)."""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections.abc import Mapping
+
+from xlanb import events as ev
+from xlanb.report.dag import draw_dag
+from xlanb.report.model import (CachedRun, CellReport, EagerOp, EagerSummary, FallbackNote, Forced, GraphSection,
+                                IrText, Recompile, Span, StageText, Summary, Tensor, Timeline, Transfers, _ms)
+from xlanb.report.timeline import timeline_svg
+from xlanb.report.where import Cells, Where, location_text, user_where
+
+STYLES = ("on", "compact", "full")
+IR_LINES = 400          # IR lines kept per graph ("on" and "compact"; "full" keeps all)
+HLO_LINES = 1500        # HLO lines kept per stage ("on"; "full" keeps all)
+MAX_SPANS = 300         # timeline spans kept (the longest)
+MAX_FORCED = 50         # distinct forced executions listed
+_COST_PART = re.compile(r"\d+\{\}$|out\{\}$")
+
+
+@dataclasses.dataclass(frozen=True)
+class CellContext:
+    """What the notebook knows about the cell besides its events."""
+    execution_count: int | None = None
+    cell_id: str | None = None
+    mode: str = "lazy"                  # "eager" | "lazy" | "compiled"
+    style: str = "on"                   # "on" | "compact" | "full"
+    cells: Cells = Cells()
+    started: float | None = None        # time.time() when the cell started
+    finished: float | None = None
+    # frames the notebook recorded for events that carry none (CPU fallbacks), by event seq
+    extra_frames: Mapping[int, tuple] = dataclasses.field(default_factory=dict)
+
+
+def counter_op(name: str) -> str:
+    """`aten.nonzero.default` or `aten::nonzero.default` -> `aten::nonzero` (torch_xla's counter name)."""
+    if "::" in name:
+        ns, _, rest = name.partition("::")
+        return f"{ns}::{rest.split('.')[0]}"
+    parts = name.split(".")
+    return f"{parts[0]}::{parts[1]}" if len(parts) >= 2 else name
+
+
+def _tensors(infos) -> tuple[Tensor, ...]:
+    return tuple(Tensor(tuple(i.shape), i.dtype) for i in infos)
+
+
+def _signature(c: ev.Compile) -> str:
+    ins = ", ".join(Tensor(tuple(i.shape), i.dtype).text for i in c.inputs)
+    outs = ", ".join(Tensor(tuple(o.shape), o.dtype).text for o in c.outputs)
+    return f"{ins or '()'} -> {outs}"
+
+
+def _stage(stages, stage: str, limit: int | None) -> StageText | None:
+    if stages is None:
+        return None
+    text = stages.as_text(stage)
+    lines = text.splitlines()
+    if limit is not None and len(lines) > limit:
+        kept = "\n".join(lines[:limit]) + f"\n... {len(lines) - limit} more lines (%xla_report full shows all)"
+        return StageText(kept, len(lines), True)
+    return StageText(text, len(lines), False)
+
+
+def _cost(stages) -> dict | None:
+    cost = stages.cost_analysis() if stages is not None else None
+    if not cost:
+        return None
+    return {k: float(v) for k, v in cost.items() if isinstance(v, (int, float)) and not _COST_PART.search(k)}
+
+
+def relocate(lines, cells: Cells) -> tuple:
+    """IR lines with their locations named by cell (`cell line 3`) where they are in a cell."""
+    if not cells.files:
+        return tuple(lines)
+    return tuple(dataclasses.replace(line, location=location_text(line.location, cells)) if line.location else line
+                 for line in lines)
+
+
+def _ir_text(lines, limit: int | None) -> IrText:
+    if limit is not None and len(lines) > limit:
+        return IrText(tuple(lines[:limit]), len(lines), True)
+    return IrText(tuple(lines), len(lines))
+
+
+def _input_location(c: ev.Compile, i: int, cells: Cells) -> str:
+    """Where input i is first used: the location of the first op reading it, when recorded."""
+    inputs = [line.index for line in c.ir if line.is_input]
+    if i >= len(inputs):
+        return ""
+    for line in c.ir:
+        if inputs[i] in line.operands and line.location:
+            return location_text(line.location, cells)
+    return ""
+
+
+def _recompile(c: ev.Compile, cells: Cells, where) -> Recompile | None:
+    explanation = c.recompile
+    if explanation is None:
+        return None
+    changes = []
+    for ch in explanation.changes:
+        loc = location_text(ch.location, cells)
+        text = str(dataclasses.replace(ch, location=loc))
+        if ch.kind == "input":
+            loc = _input_location(c, ch.index, cells) or (where.text if where else "")
+            text += f" ({loc})" if loc else ""
+        changes.append({"kind": ch.kind, "index": ch.index, "before": ch.before, "after": ch.after,
+                        "location": loc, "text": text})
+    return Recompile(c.name, c.key, explanation.against, tuple(changes))
+
+
+def _section(c: ev.Compile, runs, ctx: CellContext) -> GraphSection:
+    where = user_where(c.frames, ctx.cells)
+    count, ns = runs.get(c.key, (0, 0))
+    detailed = ctx.style != "compact"
+    limit_hlo = None if ctx.style == "full" else HLO_LINES
+    limit_ir = None if ctx.style == "full" else IR_LINES
+    lines = relocate(c.ir, ctx.cells)
+    return GraphSection(
+        name=c.name, key=c.key, eager=c.eager, cause=c.cause, where=where, nodes=c.nodes,
+        inputs=_tensors(c.inputs), outputs=_tensors(c.outputs), scalars=c.scalars,
+        lower_ms=_ms(c.lower_ns), compile_ms=_ms(c.compile_ns), persistent_hit=c.persistent_hit,
+        executions=count, execute_ms=_ms(ns), fallback_ops=tuple(counter_op(o) for o in c.fallback_ops),
+        recompile=_recompile(c, ctx.cells, where), ir=_ir_text(lines, limit_ir),
+        dag=draw_dag(lines) if detailed else None,
+        stablehlo=_stage(c.stages, "stablehlo", limit_hlo) if detailed else None,
+        optimized=_stage(c.stages, "optimized", limit_hlo) if detailed else None,
+        cost=_cost(c.stages) if detailed else None,
+        memory=c.stages.memory_analysis() if detailed and c.stages is not None else None,
+    )
+
+
+def _spans(evs, t0: float) -> tuple[tuple[Span, ...], int]:
+    spans = []
+    for e in evs:
+        if isinstance(e, ev.Compile):
+            end = (e.wall - t0) * 1e3
+            spans.append(Span("compile", e.name, end - e.compile_ns / 1e6, _ms(e.compile_ns)))
+            spans.append(Span("lower", e.name, end - (e.compile_ns + e.lower_ns) / 1e6, _ms(e.lower_ns)))
+        elif isinstance(e, ev.Execute):
+            spans.append(Span("execute", e.name, (e.wall - t0) * 1e3 - e.ns / 1e6, _ms(e.ns)))
+        elif isinstance(e, ev.Transfer):
+            spans.append(Span("transfer", e.direction, (e.wall - t0) * 1e3 - e.ns / 1e6, _ms(e.ns)))
+    omitted = 0
+    if len(spans) > MAX_SPANS:
+        omitted = len(spans) - MAX_SPANS
+        spans = sorted(spans, key=lambda s: -s.ms)[:MAX_SPANS]
+    spans = [dataclasses.replace(s, start_ms=round(max(s.start_ms, 0.0), 3)) for s in spans]
+    return tuple(sorted(spans, key=lambda s: s.start_ms)), omitted
+
+
+def build_report(evs, ctx: CellContext = CellContext(), pending=None) -> CellReport:
+    """The report of one cell from the events it emitted (`events.log.since(mark)`)."""
+    if ctx.style not in STYLES:
+        raise ValueError(f"report style must be one of {STYLES}, got {ctx.style!r}")
+    evs = list(evs)
+    cells = ctx.cells
+    runs: dict[str, tuple[int, int]] = {}
+    for e in evs:
+        if isinstance(e, ev.Execute):
+            count, ns = runs.get(e.key, (0, 0))
+            runs[e.key] = (count + 1, ns + e.ns)
+
+    graphs, eager_ops, compiled_keys = [], {}, set()
+    for c in (e for e in evs if isinstance(e, ev.Compile)):
+        compiled_keys.add(c.key)
+        if c.eager and ctx.style != "full":
+            key = (c.name, _signature(c))
+            n, ns = eager_ops.get(key, (0, 0))
+            eager_ops[key] = (n + 1, ns + c.lower_ns + c.compile_ns)
+            continue
+        graphs.append(_section(c, runs, ctx))
+
+    cached: dict[str, list] = {}
+    for e in evs:
+        if isinstance(e, ev.Execute) and not e.eager and e.key not in compiled_keys:
+            entry = cached.setdefault(e.key, [e.name, 0, 0])
+            entry[1] += 1
+            entry[2] += e.ns
+
+    forced, fallbacks, errors = _forced_and_fallbacks(evs, ctx)
+    recompiles = tuple(g.recompile for g in graphs if g.recompile is not None and (not g.eager or ctx.style == "full"))
+
+    compiles = [e for e in evs if isinstance(e, ev.Compile)]
+    executes = [e for e in evs if isinstance(e, ev.Execute)]
+    transfers = {d: [e for e in evs if isinstance(e, ev.Transfer) and e.direction == d]
+                 for d in ("to_device", "from_device")}
+    eager_compiles = [c for c in compiles if c.eager]
+    eager_runs = [e for e in executes if e.eager]
+    summary = Summary(
+        graphs_compiled=len(compiles) - len(eager_compiles), graphs_executed=len(executes) - len(eager_runs),
+        eager_ops_compiled=len(eager_compiles), eager_ops_executed=len(eager_runs),
+        cache_hits=sum(e.cached for e in executes), cache_misses=len(compiles),
+        persistent_hits=sum(c.persistent_hit for c in compiles),
+        lower_ms=_ms(sum(c.lower_ns for c in compiles)), compile_ms=_ms(sum(c.compile_ns for c in compiles)),
+        execute_ms=_ms(sum(e.ns for e in executes)),
+        syncs=sum(1 for e in evs if isinstance(e, ev.Sync) and e.kind == "mark_step" and e.roots),
+        forced=sum(f.count for f in forced if f.kind == "value"), fallbacks=len(fallbacks),
+        to_device=Transfers(len(transfers["to_device"]), sum(e.nbytes for e in transfers["to_device"]),
+                            _ms(sum(e.ns for e in transfers["to_device"]))),
+        from_device=Transfers(len(transfers["from_device"]), sum(e.nbytes for e in transfers["from_device"]),
+                              _ms(sum(e.ns for e in transfers["from_device"]))),
+    )
+    eager = EagerSummary(
+        ops=tuple(EagerOp(op, sig, n, _ms(ns)) for (op, sig), (n, ns) in eager_ops.items()),
+        compiles=len(eager_compiles), executions=len(eager_runs),
+        compile_ms=_ms(sum(c.lower_ns + c.compile_ns for c in eager_compiles)),
+        execute_ms=_ms(sum(e.ns for e in eager_runs)))
+
+    t0 = ctx.started if ctx.started is not None else min((e.wall for e in evs), default=0.0)
+    spans, omitted = _spans(evs, t0)
+    wall_ms = _ms((ctx.finished - ctx.started) * 1e9) if ctx.started and ctx.finished else 0.0
+    end_ms = max([wall_ms] + [s.start_ms + s.ms for s in spans])
+    return CellReport(
+        execution_count=ctx.execution_count, cell_id=ctx.cell_id, mode=ctx.mode, style=ctx.style,
+        wall_ms=wall_ms, summary=summary, graphs=tuple(graphs),
+        cached=tuple(CachedRun(name, key, n, _ms(ns)) for key, (name, n, ns) in cached.items()),
+        eager=eager, forced=forced, fallbacks=fallbacks, recompiles=recompiles, pending=pending,
+        errors=errors, timeline=Timeline(spans, omitted, timeline_svg(spans, end_ms) if spans else ""))
+
+
+def _forced_and_fallbacks(evs, ctx: CellContext):
+    cells = ctx.cells
+    forced: dict[tuple, Forced] = {}
+    notes: dict[str, dict] = {}
+    errors: list[str] = []
+    last_frames: tuple = ()       # frames of the latest sync or graph cut: where a fallback ran from
+    cut_frames: tuple = ()
+    for e in evs:
+        if isinstance(e, ev.Sync):
+            last_frames = e.frames or last_frames
+            if e.kind in ("value", "violation"):
+                where = user_where(e.frames, cells)
+                key = (e.kind, e.cause, e.name, where.text if where else "")
+                prev = forced.get(key)
+                forced[key] = Forced(e.kind, e.cause, e.name, where, (prev.count if prev else 0) + 1)
+                if e.kind == "violation":
+                    at = f" at {where.text}" if where else ""
+                    errors.append(f"Unexpected execution inside the compiled function '{e.name}': {e.cause}{at}")
+        elif isinstance(e, ev.GraphCut):
+            cut_frames = e.frames
+        elif isinstance(e, ev.Fallback):
+            if e.reason == "value access":     # .item(): a transfer, not an op without a lowering
+                continue
+            frames = ctx.extra_frames.get(e.seq) or (cut_frames if "data-dependent" in e.reason else ()) \
+                or last_frames
+            note = notes.setdefault(e.op, {"reason": e.reason, "graphs": [], "frames": frames, "count": 0})
+            note["count"] += 1
+        elif isinstance(e, ev.Compile):
+            last_frames = e.frames or last_frames
+            for op in e.fallback_ops:
+                name = counter_op(op)
+                note = notes.setdefault(name, {"reason": "no lowering", "graphs": [], "frames": (), "count": 0})
+                if e.name not in note["graphs"]:
+                    note["graphs"].append(e.name)
+                loc = next((line.location for line in e.ir
+                            if line.location and counter_op(line.op) == name), "")
+                note.setdefault("location", loc)
+                if not note["frames"]:
+                    note["frames"] = e.frames
+        elif isinstance(e, ev.DeferredError):
+            errors.append(f"error inside backward (raised at the next sync): {e.message}")
+    fallbacks = []
+    for op, n in notes.items():
+        where = user_where(n["frames"], cells)
+        if n.get("location"):      # the op's own line (recorded inside compiled functions)
+            where = Where(location_text(n["location"], cells))
+        fallbacks.append(FallbackNote(op, n["reason"], tuple(n["graphs"]), where, n["count"]))
+    ordered = list(forced.values())[:MAX_FORCED]
+    return tuple(ordered), tuple(fallbacks), tuple(errors)

@@ -1,0 +1,225 @@
+"""A graph's IR drawn as a DAG: a layered layout computed in Python, emitted as inline SVG.
+
+Layers come from the longest path from the inputs; within a layer, nodes are ordered by
+a few barycenter sweeps and placed near the mean of their operands. Beyond `limit`
+nodes the drawing is collapsed: single-use chains become one box ("mul > add > relu"),
+and if that is still too many, each layer becomes one box that counts its ops.
+No graphviz, no JavaScript: the SVG reads in any HTML renderer.
+"""
+
+from __future__ import annotations
+
+import collections
+import html
+
+from xlanb.report.model import Dag
+
+LIMIT = 300
+NODE_H = 34
+LAYER_GAP = 28
+NODE_GAP = 14
+CHAR_W = 6.4
+MIN_W, MAX_W = 64, 190
+PAD = 8
+
+
+class _Box:
+    __slots__ = ("id", "label", "sub", "title", "kind", "preds", "succs", "layer", "x", "w", "order")
+
+    def __init__(self, id_, label, sub, title, kind):
+        self.id, self.label, self.sub, self.title, self.kind = id_, label, sub, title, kind
+        self.preds: list[int] = []
+        self.succs: list[int] = []
+        self.layer = 0
+        self.x = 0.0
+        self.order = 0.0
+        longest = max(len(label), len(sub))
+        self.w = min(MAX_W, max(MIN_W, longest * CHAR_W + 16))
+
+
+def short_op(op: str) -> str:
+    """`aten::native_layer_norm.default` -> `native_layer_norm`; inputs read `input`."""
+    if op == "xlanb::device_data":
+        return "input"
+    name = op.split("::", 1)[-1]
+    return name.split(".")[0]
+
+
+def _clip(text: str, n: int = 28) -> str:
+    return text if len(text) <= n else text[: n - 1] + "\u2026"
+
+
+def _boxes_from_lines(lines) -> dict[int, _Box]:
+    boxes: dict[int, _Box] = {}
+    for line in lines:
+        kind = "input" if line.is_input else ("root" if line.roots else "op")
+        label = f"%{line.index} {short_op(line.op)}"
+        if line.roots:
+            label += " \u2192 out " + ",".join(map(str, line.roots))
+        b = _Box(line.index, _clip(label), _clip(line.type), line.text(), kind)
+        b.preds = list(dict.fromkeys(o for o in line.operands if o in boxes))
+        boxes[line.index] = b
+        for p in b.preds:
+            boxes[p].succs.append(line.index)
+    return boxes
+
+
+def _collapse_chains(boxes: dict[int, _Box]) -> dict[int, _Box]:
+    """Merges v into its only operand p when p feeds only v (and neither is an input or output)."""
+    head: dict[int, int] = {}
+    members: dict[int, list[int]] = {}
+    for i, b in boxes.items():
+        p = b.preds[0] if len(b.preds) == 1 else None
+        if (p is not None and b.kind == "op" and boxes[p].kind == "op" and len(boxes[p].succs) == 1):
+            h = head[p]
+            head[i] = h
+            members[h].append(i)
+        else:
+            head[i] = i
+            members[i] = [i]
+    out: dict[int, _Box] = {}
+    for h, ids in members.items():
+        first, last = boxes[ids[0]], boxes[ids[-1]]
+        if len(ids) == 1:
+            g = _Box(h, first.label, first.sub, first.title, first.kind)
+        else:
+            ops = [boxes[i].label.split(" ", 1)[-1] for i in ids]
+            label = _clip(f"%{ids[0]}..%{ids[-1]} ({len(ids)} ops)")
+            g = _Box(h, label, _clip(" > ".join(ops), 30), "\n".join(boxes[i].title for i in ids), "group")
+            g.sub = _clip(" > ".join(ops), 30) + f"  {last.sub}"
+            g.sub = _clip(g.sub, 30)
+        g.preds = list(dict.fromkeys(head[p] for p in first.preds))
+        out[h] = g
+    for g in out.values():
+        for p in g.preds:
+            out[p].succs.append(g.id)
+    return out
+
+
+def _assign_layers(boxes: dict[int, _Box]) -> list[list[_Box]]:
+    for i in sorted(boxes):               # ids are post-order: operands come first
+        b = boxes[i]
+        b.layer = 1 + max((boxes[p].layer for p in b.preds), default=-1)
+    layers: dict[int, list[_Box]] = collections.defaultdict(list)
+    for i in sorted(boxes):
+        layers[boxes[i].layer].append(boxes[i])
+    return [layers[k] for k in sorted(layers)]
+
+
+def _collapse_layers(lines, limit: int) -> dict[int, _Box]:
+    """One box per layer (or per band of layers), counting its ops."""
+    boxes = _boxes_from_lines(lines)
+    layers = _assign_layers(boxes)
+    band = max(1, -(-len(layers) // limit))
+    out: dict[int, _Box] = {}
+    of: dict[int, int] = {}
+    for k in range(0, len(layers), band):
+        members = [b for layer in layers[k:k + band] for b in layer]
+        ops = collections.Counter(b.label.split(" ", 1)[-1].split(" \u2192")[0] for b in members)
+        top = " ".join(f"{op}\u00d7{n}" for op, n in ops.most_common(3))
+        span = f"layer {k}" if band == 1 else f"layers {k}-{min(k + band, len(layers)) - 1}"
+        g = _Box(k, f"{span}: {len(members)} nodes", _clip(top, 30), "\n".join(sorted(
+            f"{op}: {n}" for op, n in ops.items())), "group")
+        out[k] = g
+        for b in members:
+            of[b.id] = k
+    for b in boxes.values():
+        for p in b.preds:
+            src, dst = of[p], of[b.id]
+            if src != dst and src not in out[dst].preds:
+                out[dst].preds.append(src)
+                out[src].succs.append(dst)
+    return out
+
+
+def _order(layers: list[list[_Box]], boxes: dict[int, _Box]) -> None:
+    for layer in layers:
+        for i, b in enumerate(layer):
+            b.order = i
+    for sweep in range(4):
+        seq = layers[1:] if sweep % 2 == 0 else reversed(layers[:-1])
+        for layer in seq:
+            for b in layer:
+                near = b.preds if sweep % 2 == 0 else b.succs
+                if near:
+                    b.order = sum(boxes[n].order for n in near) / len(near)
+            layer.sort(key=lambda b: b.order)
+            for i, b in enumerate(layer):
+                b.order = i
+
+
+def _place(layers: list[list[_Box]], boxes: dict[int, _Box]) -> float:
+    """x of each box: near the mean of its operands, without overlaps. Returns the width."""
+    for li, layer in enumerate(layers):
+        x = 0.0
+        for b in layer:
+            want = (sum(boxes[p].x + boxes[p].w / 2 for p in b.preds) / len(b.preds) - b.w / 2
+                    if li and b.preds else x)
+            b.x = max(x, want)
+            x = b.x + b.w + NODE_GAP
+    left = min(b.x for layer in layers for b in layer)
+    for layer in layers:
+        for b in layer:
+            b.x -= left
+    width = max(b.x + b.w for layer in layers for b in layer)
+    for layer in layers:        # center short layers that have no operands to align with
+        if all(not b.preds for b in layer):
+            used = layer[-1].x + layer[-1].w - layer[0].x
+            shift = (width - used) / 2 - layer[0].x
+            for b in layer:
+                b.x += shift
+    return width
+
+
+_FILL = {"input": "#e3effd", "root": "#fff4d6", "op": "#ffffff", "group": "#eef5ea"}
+_STROKE = {"input": "#5b8fd1", "root": "#c98a00", "op": "#8a8f98", "group": "#5f9a4f"}
+
+
+def _svg(layers: list[list[_Box]], boxes: dict[int, _Box], width: float) -> str:
+    height = len(layers) * (NODE_H + LAYER_GAP) - LAYER_GAP
+    y_of = {b.id: li * (NODE_H + LAYER_GAP) + PAD for li, layer in enumerate(layers) for b in layer}
+    w, h = width + 2 * PAD, height + 2 * PAD
+    out = [f'<svg xmlns="http://www.w3.org/2000/svg" class="xlanb-dag" width="{w:.0f}" height="{h:.0f}" '
+           f'viewBox="0 0 {w:.0f} {h:.0f}" font-family="ui-monospace,SFMono-Regular,Menlo,Consolas,monospace" '
+           'font-size="11">',
+           '<defs><marker id="xa" viewBox="0 0 8 8" refX="8" refY="4" markerWidth="6" markerHeight="6" '
+           'orient="auto"><path d="M0,0L8,4L0,8z" fill="#8a8f98"/></marker></defs>', '<g fill="none" '
+           'stroke="#a0a6ae" stroke-width="1.2">']
+    for b in boxes.values():
+        x2, y2 = b.x + b.w / 2 + PAD, y_of[b.id]
+        for p in b.preds:
+            s = boxes[p]
+            x1, y1 = s.x + s.w / 2 + PAD, y_of[p] + NODE_H
+            mid = (y1 + y2) / 2
+            out.append(f'<path d="M{x1:.1f},{y1:.1f}C{x1:.1f},{mid:.1f} {x2:.1f},{mid:.1f} {x2:.1f},{y2 - 1:.1f}" '
+                       'marker-end="url(#xa)"/>')
+    out.append("</g>")
+    for b in boxes.values():
+        x, y = b.x + PAD, y_of[b.id]
+        sw = 2 if b.kind == "root" else 1
+        out.append(f'<g><title>{html.escape(b.title)}</title>'
+                   f'<rect x="{x:.1f}" y="{y}" width="{b.w:.1f}" height="{NODE_H}" rx="5" fill="{_FILL[b.kind]}" '
+                   f'stroke="{_STROKE[b.kind]}" stroke-width="{sw}"/>'
+                   f'<text x="{x + b.w / 2:.1f}" y="{y + 14}" text-anchor="middle" fill="#1f2328" '
+                   f'font-weight="600">{html.escape(b.label)}</text>'
+                   f'<text x="{x + b.w / 2:.1f}" y="{y + 27}" text-anchor="middle" fill="#57606a" '
+                   f'font-size="10">{html.escape(b.sub)}</text></g>')
+    out.append("</svg>")
+    return "".join(out)
+
+
+def draw_dag(lines, limit: int = LIMIT) -> Dag | None:
+    """The DAG of a graph's IR lines (ir.graph.IrLine), collapsed beyond `limit` nodes."""
+    lines = tuple(lines)
+    if not lines:
+        return None
+    boxes = _boxes_from_lines(lines)
+    collapsed = "none"
+    if len(boxes) > limit:
+        boxes, collapsed = _collapse_chains(boxes), "chains"
+        if len(boxes) > limit:
+            boxes, collapsed = _collapse_layers(lines, limit), "layers"
+    layers = _assign_layers(boxes)
+    _order(layers, boxes)
+    width = _place(layers, boxes)
+    return Dag(len(lines), len(boxes), collapsed, _svg(layers, boxes, width))

@@ -1,0 +1,179 @@
+"""The report as HTML: the `text/html` fallback (Colab, VS Code, GitHub, untrusted notebooks).
+
+It must read well with its `<style>` stripped and no JavaScript: `<details>`, `<table>`,
+`<pre>` and inline SVG only; the style block only adds color.
+"""
+
+from __future__ import annotations
+
+import html
+
+from xlanb.report.hlo import highlight
+from xlanb.report.text import (eager_line, fallback_line, forced_line, format_bytes, format_ms, pending_line,
+                               summary_line, tensors_text)
+
+CSS = """
+.xlanb-report{font-family:var(--jp-ui-font-family,system-ui,sans-serif);font-size:13px;
+  color:var(--jp-content-font-color1,#1f2328);line-height:1.45;max-width:100%}
+.xlanb-report summary{cursor:pointer;padding:2px 0}
+.xlanb-report details details{margin:4px 0 4px 14px}
+.xlanb-report .x-top>summary{font-size:13px}
+.xlanb-report .x-top>summary b{color:#3d6fb6}
+.xlanb-report .x-notes{margin:4px 0 6px 0;padding-left:18px}
+.xlanb-report .x-notes li{margin:1px 0}
+.xlanb-report .x-tag{display:inline-block;min-width:7.5em;font-size:11px;font-weight:600;border-radius:3px;
+  padding:0 5px;margin-right:4px;text-align:center;color:#fff}
+.xlanb-report .x-recompile{background:#8250df}.xlanb-report .x-forced{background:#bc4c00}
+.xlanb-report .x-fallback{background:#cf222e}.xlanb-report .x-error{background:#82071e}
+.xlanb-report .x-pending{background:#6e7781}
+.xlanb-report table{border-collapse:collapse;margin:4px 0;font-size:12px}
+.xlanb-report th,.xlanb-report td{border:1px solid var(--jp-border-color2,#d0d7de);padding:2px 6px;
+  text-align:left;vertical-align:top}
+.xlanb-report th{background:var(--jp-layout-color2,#f6f8fa);font-weight:600}
+.xlanb-report td.num{text-align:right;font-variant-numeric:tabular-nums}
+.xlanb-report code,.xlanb-report pre{font-family:var(--jp-code-font-family,ui-monospace,Menlo,Consolas,monospace);
+  font-size:12px}
+.xlanb-report pre{background:var(--jp-layout-color2,#f6f8fa);padding:6px 8px;margin:4px 0;max-height:420px;
+  overflow:auto;white-space:pre;border-radius:4px}
+.xlanb-report .x-scroll{max-height:480px;max-width:100%;overflow:auto;border:1px solid var(--jp-border-color2,#d0d7de);
+  border-radius:4px;background:#fff;padding:4px}
+.xlanb-report .x-muted{color:var(--jp-content-font-color2,#57606a)}
+.xlanb-report .h-comment,.xlanb-report .h-meta{color:#8c959f}.xlanb-report .h-string{color:#0a3069}
+.xlanb-report .h-name{color:#953800}.xlanb-report .h-type{color:#116329}.xlanb-report .h-keyword{color:#cf222e;
+  font-weight:600}.xlanb-report .h-op{color:#8250df}.xlanb-report .h-number{color:#0550ae}
+"""
+
+
+def _e(text) -> str:
+    return html.escape(str(text), quote=True)
+
+
+def _details(summary: str, body: str, open_: bool = False, cls: str = "") -> str:
+    attrs = (f' class="{cls}"' if cls else "") + (" open" if open_ else "")
+    return f"<details{attrs}><summary>{summary}</summary>{body}</details>"
+
+
+def _code(text: str) -> str:
+    return f'<pre class="x-code">{highlight(text)}</pre>'
+
+
+def _note(kind: str, label: str, text: str) -> str:
+    return f'<li><span class="x-tag x-{kind}">{label}</span>{_e(text)}</li>'
+
+
+def _notes(r) -> str:
+    items = []
+    for g in r.graphs:
+        if g.recompile is not None:
+            items.append(_note("recompile", "recompiled", f"graph {g.name}: {g.recompile.text}"))
+    for f in r.forced:
+        items.append(_note("error" if f.kind == "violation" else "forced",
+                           "violation" if f.kind == "violation" else "forced", forced_line(f).split(": ", 1)[1]))
+    for f in r.fallbacks:
+        items.append(_note("fallback", "CPU fallback", fallback_line(f).split(": ", 1)[1]))
+    for e in r.errors:
+        if not e.startswith("Unexpected execution"):      # violations are listed above
+            items.append(_note("error", "error", e))
+    if r.pending is not None:
+        items.append(_note("pending", "pending", pending_line(r.pending).split(": ", 1)[1]))
+    return f'<ul class="x-notes">{"".join(items)}</ul>' if items else ""
+
+
+def _graph_table(r) -> str:
+    if not r.graphs and not r.cached:
+        return ""
+    head = ("<tr><th>graph</th><th>key</th><th>ops</th><th>inputs</th><th>outputs</th><th>lower</th>"
+            "<th>compile</th><th>runs</th><th>execute</th><th>where</th></tr>")
+    rows = []
+    for g in r.graphs:
+        rows.append(
+            f"<tr><td><b>{_e(g.name)}</b></td><td><code>{_e(g.key[:8])}</code></td><td class=num>{g.nodes}</td>"
+            f"<td><code>{_e(tensors_text(g.inputs))}</code></td><td><code>{_e(tensors_text(g.outputs))}</code></td>"
+            f"<td class=num>{format_ms(g.lower_ms)}</td><td class=num>{format_ms(g.compile_ms)}"
+            f"{' (disk)' if g.persistent_hit else ''}</td><td class=num>{g.executions}</td>"
+            f"<td class=num>{format_ms(g.execute_ms)}</td><td>{_e(g.where.text) if g.where else ''}</td></tr>")
+    for c in r.cached:
+        rows.append(f"<tr><td><b>{_e(c.name)}</b></td><td><code>{_e(c.key[:8])}</code></td>"
+                    f"<td colspan=5 class=x-muted>compiled earlier (cache hit)</td><td class=num>{c.executions}</td>"
+                    f"<td class=num>{format_ms(c.execute_ms)}</td><td></td></tr>")
+    return f"<table>{head}{''.join(rows)}</table>"
+
+
+def _kv_table(d: dict, fmt) -> str:
+    rows = "".join(f"<tr><td>{_e(k)}</td><td class=num>{_e(fmt(k, v))}</td></tr>" for k, v in d.items())
+    return f"<table>{rows}</table>"
+
+
+def _cost_value(key: str, v: float) -> str:
+    if "bytes" in key:
+        return format_bytes(int(v))
+    return f"{v:,.0f}" if float(v).is_integer() else f"{v:.4g}"
+
+
+def _graph_details(g, r) -> str:
+    parts = [f"<p>cause: {_e(g.cause)}" + (f" at <b>{_e(g.where.text)}</b>" if g.where else "")
+             + (f" <code>{_e(g.where.source)}</code>" if g.where and g.where.source else "") + "<br>"
+             f"inputs: <code>{_e(tensors_text(g.inputs))}</code>"
+             + (f" + {g.scalars} scalar{'s' if g.scalars != 1 else ''}" if g.scalars else "")
+             + f"<br>outputs: <code>{_e(tensors_text(g.outputs))}</code></p>"]
+    if g.recompile is not None:
+        parts.append(f"<p><b>why it recompiled:</b> {_e(g.recompile.text)} "
+                     f"<span class=x-muted>(against graph {_e(g.recompile.against[:8])})</span></p>")
+    if g.fallback_ops:
+        parts.append(f"<p><b>CPU fallback ops:</b> {_e(', '.join(g.fallback_ops))}</p>")
+    cut = f", first {len(g.ir.lines)} shown" if g.ir.truncated else ""
+    parts.append(_details(f"IR ({g.ir.nodes} nodes{cut})", _code(g.ir.text), open_=r.style == "full"))
+    if g.dag is not None:
+        note = {"none": "", "chains": ", single-use chains collapsed",
+                "layers": ", collapsed to one box per layer"}[g.dag.collapsed]
+        parts.append(_details(f"DAG ({g.dag.drawn} boxes{note})", f'<div class="x-scroll">{g.dag.svg}</div>'))
+    for title, stage in (("StableHLO", g.stablehlo), ("Optimized HLO", g.optimized)):
+        if stage is not None:
+            cut = ", truncated" if stage.truncated else ""
+            parts.append(_details(f"{title} ({stage.lines} lines{cut})", _code(stage.text)))
+    if g.cost or g.memory:
+        tables = ""
+        if g.cost:
+            tables += "<b>cost analysis</b>" + _kv_table(g.cost, _cost_value)
+        if g.memory:
+            tables += "<b>memory analysis</b>" + _kv_table(g.memory, lambda k, v: format_bytes(int(v)))
+        parts.append(_details("Cost and memory", tables))
+    summary = (f"graph <b>{_e(g.name)}</b> <code>[{_e(g.key[:8])}]</code> {g.nodes} ops, "
+               f"compile {format_ms(g.lower_ms + g.compile_ms)}")
+    return _details(summary, "".join(parts), cls="x-graph")
+
+
+def _eager_table(e) -> str:
+    rows = "".join(f"<tr><td><code>{_e(o.op)}</code></td><td><code>{_e(o.signature)}</code></td>"
+                   f"<td class=num>{o.compiles}</td><td class=num>{format_ms(o.compile_ms)}</td></tr>" for o in e.ops)
+    head = "<tr><th>op</th><th>signature</th><th>compiles</th><th>compile</th></tr>"
+    return f"<table>{head}{rows}</table>" if rows else ""
+
+
+def render_html(r) -> str:
+    """The report as one self-contained HTML fragment."""
+    notes = _notes(r)
+    body = [notes]
+    if r.style == "compact":
+        return _wrap(r, notes, open_=bool(notes))
+    body.append(_graph_table(r))
+    body += [_graph_details(g, r) for g in r.graphs]
+    if r.eager.compiles or r.eager.executions:
+        body.append(_details(_e(eager_line(r.eager).split(":")[0] + f": {r.eager.compiles} compiled, "
+                                f"{r.eager.executions} run"), _eager_table(r.eager)))
+    if r.pending is not None:
+        p = r.pending
+        inner = _code(p.ir.text)
+        if p.dag is not None:
+            inner += _details("DAG", f'<div class="x-scroll">{p.dag.svg}</div>')
+        body.append(_details(f"pending IR ({p.nodes} nodes)", inner))
+    if r.timeline.spans:
+        more = f" ({r.timeline.omitted} short spans not drawn)" if r.timeline.omitted else ""
+        body.append(_details(f"timeline{more}", r.timeline.svg))
+    return _wrap(r, "".join(body), open_=bool(notes) or r.style == "full")
+
+
+def _wrap(r, body: str, open_: bool) -> str:
+    summary = _e(summary_line(r)).replace("xlanb", "<b>xlanb</b>", 1)
+    return (f'<div class="xlanb-report"><style>{CSS}</style>'
+            + _details(summary, body, open_=open_, cls="x-top") + "</div>")

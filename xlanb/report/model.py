@@ -1,0 +1,330 @@
+"""The cell report as data: what the lazy runtime did during one cell.
+
+Every representation (widget, JSON for the JupyterLab extension, HTML, plain text) is
+rendered from one CellReport, so they all show the same facts.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from xlanb.report.schema import REPORT_SCHEMA_VERSION
+from xlanb.report.where import Where
+
+
+def _ms(ns: float) -> float:
+    return round(ns / 1e6, 3)
+
+
+@dataclasses.dataclass(frozen=True)
+class Tensor:
+    shape: tuple[int, ...]
+    dtype: str
+
+    @property
+    def text(self) -> str:
+        return f"{self.dtype}[{','.join(map(str, self.shape))}]"
+
+    def to_json(self) -> dict:
+        return {"shape": list(self.shape), "dtype": self.dtype, "text": self.text}
+
+
+@dataclasses.dataclass(frozen=True)
+class IrText:
+    """A graph's IR lines (ir.graph.IrLine), perhaps cut to the first `limit` nodes."""
+    lines: tuple                 # IrLine
+    nodes: int                   # all nodes, including the ones cut
+    truncated: bool = False
+    root_names: tuple = ()       # (root index, tensor name) for pending IR
+
+    @property
+    def text(self) -> str:
+        names: dict[int, list[str]] = {}
+        for i, name in self.root_names:
+            names.setdefault(i, []).append(name)
+        out = ["IR {"]
+        for line in self.lines:
+            held = [n for r in line.roots for n in names.get(r, ())]
+            out.append(f"  {line.text()}" + (f"  # {', '.join(held)}" if held else ""))
+        if self.truncated:
+            out.append(f"  ... {self.nodes - len(self.lines)} more nodes")
+        out.append("}")
+        return "\n".join(out)
+
+    def to_json(self) -> dict:
+        lines = [dict(dataclasses.asdict(line), text=line.text()) for line in self.lines]
+        for d in lines:
+            d["operands"], d["roots"] = list(d["operands"]), list(d["roots"])
+        return {"lines": lines, "text": self.text, "nodes": self.nodes, "truncated": self.truncated}
+
+
+@dataclasses.dataclass(frozen=True)
+class Dag:
+    nodes: int                   # nodes in the graph
+    drawn: int                   # boxes drawn (after collapsing)
+    collapsed: str               # "none" | "chains" | "layers"
+    svg: str
+
+    def to_json(self) -> dict:
+        return dataclasses.asdict(self)
+
+
+@dataclasses.dataclass(frozen=True)
+class StageText:
+    text: str
+    lines: int
+    truncated: bool
+
+    def to_json(self) -> dict:
+        return dataclasses.asdict(self)
+
+
+@dataclasses.dataclass(frozen=True)
+class Recompile:
+    graph: str
+    key: str
+    against: str
+    changes: tuple[dict, ...]    # kind, index, before, after, location, text
+
+    @property
+    def text(self) -> str:
+        if not self.changes:
+            return f"same ops and shapes as graph {self.against} (it was evicted from the cache)"
+        return "; ".join(c["text"] for c in self.changes)
+
+    def to_json(self) -> dict:
+        return {"graph": self.graph, "key": self.key, "against": self.against, "text": self.text,
+                "changes": [dict(c) for c in self.changes]}
+
+
+@dataclasses.dataclass(frozen=True)
+class GraphSection:
+    """A graph compiled during the cell, with everything known about it."""
+    name: str
+    key: str
+    eager: bool
+    cause: str
+    where: Where | None
+    nodes: int
+    inputs: tuple[Tensor, ...]
+    outputs: tuple[Tensor, ...]
+    scalars: int
+    lower_ms: float
+    compile_ms: float
+    persistent_hit: bool
+    executions: int
+    execute_ms: float
+    fallback_ops: tuple[str, ...]
+    recompile: Recompile | None
+    ir: IrText
+    dag: Dag | None = None
+    stablehlo: StageText | None = None
+    optimized: StageText | None = None
+    cost: dict | None = None
+    memory: dict | None = None
+
+    def to_json(self) -> dict:
+        return {
+            "name": self.name, "key": self.key, "eager": self.eager, "cause": self.cause,
+            "where": self.where.to_json() if self.where else None, "nodes": self.nodes,
+            "inputs": [t.to_json() for t in self.inputs], "outputs": [t.to_json() for t in self.outputs],
+            "scalars": self.scalars, "lower_ms": self.lower_ms, "compile_ms": self.compile_ms,
+            "persistent_hit": self.persistent_hit, "executions": self.executions,
+            "execute_ms": self.execute_ms, "fallback_ops": list(self.fallback_ops),
+            "recompile": self.recompile.to_json() if self.recompile else None,
+            "ir": self.ir.to_json(), "dag": self.dag.to_json() if self.dag else None,
+            "hlo": {"stablehlo": self.stablehlo.to_json() if self.stablehlo else None,
+                    "optimized": self.optimized.to_json() if self.optimized else None},
+            "cost": self.cost, "memory": self.memory,
+        }
+
+
+@dataclasses.dataclass(frozen=True)
+class CachedRun:
+    """A graph compiled before this cell and only executed in it."""
+    name: str
+    key: str
+    executions: int
+    execute_ms: float
+
+    def to_json(self) -> dict:
+        return dataclasses.asdict(self)
+
+
+@dataclasses.dataclass(frozen=True)
+class EagerOp:
+    op: str
+    signature: str               # "f32[4,4], f32[4,4] -> f32[4,4]"
+    compiles: int
+    compile_ms: float
+
+    def to_json(self) -> dict:
+        return dataclasses.asdict(self)
+
+
+@dataclasses.dataclass(frozen=True)
+class EagerSummary:
+    ops: tuple[EagerOp, ...] = ()
+    compiles: int = 0
+    executions: int = 0
+    compile_ms: float = 0.0
+    execute_ms: float = 0.0
+
+    def to_json(self) -> dict:
+        return {"ops": [o.to_json() for o in self.ops], "compiles": self.compiles,
+                "executions": self.executions, "compile_ms": self.compile_ms, "execute_ms": self.execute_ms}
+
+
+@dataclasses.dataclass(frozen=True)
+class Forced:
+    """An execution forced by value access (lazy mode), or a full_graph violation."""
+    kind: str                    # "value" | "violation"
+    cause: str
+    graph: str
+    where: Where | None
+    count: int = 1
+
+    def to_json(self) -> dict:
+        return {"kind": self.kind, "cause": self.cause, "graph": self.graph,
+                "where": self.where.to_json() if self.where else None, "count": self.count}
+
+
+@dataclasses.dataclass(frozen=True)
+class FallbackNote:
+    """An op that ran in torch on the CPU."""
+    op: str                      # the torch_xla counter name, aten::<op>
+    reason: str
+    graphs: tuple[str, ...]
+    where: Where | None
+    count: int
+
+    def to_json(self) -> dict:
+        return {"op": self.op, "reason": self.reason, "graphs": list(self.graphs),
+                "where": self.where.to_json() if self.where else None, "count": self.count}
+
+
+@dataclasses.dataclass(frozen=True)
+class PendingTensor:
+    name: str
+    type: str
+
+    def to_json(self) -> dict:
+        return dataclasses.asdict(self)
+
+
+@dataclasses.dataclass(frozen=True)
+class PendingIR:
+    """Pending IR left behind at the end of a cell (lazy mode), and the tensors holding it."""
+    nodes: int
+    tensors: tuple[PendingTensor, ...]
+    unnamed: int
+    ir: IrText
+    dag: Dag | None = None
+
+    def to_json(self) -> dict:
+        return {"nodes": self.nodes, "tensors": [t.to_json() for t in self.tensors], "unnamed": self.unnamed,
+                "ir": self.ir.to_json(), "dag": self.dag.to_json() if self.dag else None}
+
+
+@dataclasses.dataclass(frozen=True)
+class Transfers:
+    count: int = 0
+    bytes: int = 0
+    ms: float = 0.0
+
+    def to_json(self) -> dict:
+        return dataclasses.asdict(self)
+
+
+@dataclasses.dataclass(frozen=True)
+class Summary:
+    graphs_compiled: int = 0
+    graphs_executed: int = 0
+    eager_ops_compiled: int = 0
+    eager_ops_executed: int = 0
+    cache_hits: int = 0
+    cache_misses: int = 0
+    persistent_hits: int = 0
+    lower_ms: float = 0.0
+    compile_ms: float = 0.0
+    execute_ms: float = 0.0
+    syncs: int = 0
+    forced: int = 0
+    fallbacks: int = 0
+    to_device: Transfers = Transfers()
+    from_device: Transfers = Transfers()
+
+    def to_json(self) -> dict:
+        d = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        d["to_device"], d["from_device"] = self.to_device.to_json(), self.from_device.to_json()
+        return d
+
+
+@dataclasses.dataclass(frozen=True)
+class Span:
+    kind: str                    # "lower" | "compile" | "execute" | "transfer"
+    name: str
+    start_ms: float              # from the start of the cell
+    ms: float
+
+    def to_json(self) -> dict:
+        return dataclasses.asdict(self)
+
+
+@dataclasses.dataclass(frozen=True)
+class Timeline:
+    spans: tuple[Span, ...] = ()
+    omitted: int = 0             # short spans left out to keep the report small
+    svg: str = ""
+
+    def to_json(self) -> dict:
+        return {"spans": [s.to_json() for s in self.spans], "omitted": self.omitted, "svg": self.svg}
+
+
+@dataclasses.dataclass(frozen=True)
+class CellReport:
+    execution_count: int | None
+    cell_id: str | None
+    mode: str                    # "eager" | "lazy" | "compiled" (an %%xla_compile cell)
+    style: str                   # "on" | "compact" | "full"
+    wall_ms: float
+    summary: Summary
+    graphs: tuple[GraphSection, ...] = ()
+    cached: tuple[CachedRun, ...] = ()
+    eager: EagerSummary = EagerSummary()
+    forced: tuple[Forced, ...] = ()
+    fallbacks: tuple[FallbackNote, ...] = ()
+    recompiles: tuple[Recompile, ...] = ()
+    pending: PendingIR | None = None
+    errors: tuple[str, ...] = ()
+    timeline: Timeline = Timeline()
+
+    @property
+    def empty(self) -> bool:
+        """Nothing to say: the cell did not touch the runtime."""
+        s = self.summary
+        return not (s.graphs_compiled or s.graphs_executed or s.eager_ops_compiled or s.eager_ops_executed
+                    or s.to_device.count or s.from_device.count or s.syncs or self.forced or self.fallbacks
+                    or self.pending or self.errors)
+
+    def to_json(self) -> dict[str, Any]:
+        from xlanb.report.text import render_text, summary_line
+        summary = self.summary.to_json()
+        summary["text"] = summary_line(self)
+        return {
+            "version": REPORT_SCHEMA_VERSION,
+            "cell": {"execution_count": self.execution_count, "cell_id": self.cell_id, "mode": self.mode,
+                     "style": self.style, "wall_ms": self.wall_ms},
+            "summary": summary,
+            "graphs": [g.to_json() for g in self.graphs],
+            "cached": [c.to_json() for c in self.cached],
+            "eager": self.eager.to_json(),
+            "forced": [f.to_json() for f in self.forced],
+            "fallbacks": [f.to_json() for f in self.fallbacks],
+            "recompiles": [r.to_json() for r in self.recompiles],
+            "pending": self.pending.to_json() if self.pending else None,
+            "errors": list(self.errors),
+            "timeline": self.timeline.to_json(),
+            "text": render_text(self),
+        }

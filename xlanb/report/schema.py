@@ -1,0 +1,114 @@
+"""The report's JSON schema (docs/report-schema.md explains every field).
+
+The version is "major.minor": a renderer accepts any minor of the major it knows; a
+field is only ever added in a minor, and removed or changed in meaning in a major.
+"""
+
+from __future__ import annotations
+
+REPORT_SCHEMA_VERSION = "1.0"
+MIME_TYPE = "application/vnd.xlanb.report+json"
+
+_where = {"type": ["object", "null"], "required": ["text"], "properties": {
+    "text": {"type": "string"}, "filename": {"type": "string"}, "lineno": {"type": "integer"},
+    "function": {"type": "string"}, "source": {"type": "string"}, "cell": {"type": ["integer", "null"]}}}
+_tensor = {"type": "object", "required": ["shape", "dtype", "text"], "properties": {
+    "shape": {"type": "array", "items": {"type": "integer"}}, "dtype": {"type": "string"},
+    "text": {"type": "string"}}}
+_tensors = {"type": "array", "items": _tensor}
+_ms = {"type": "number", "minimum": 0}
+_count = {"type": "integer", "minimum": 0}
+_ir_line = {"type": "object", "required": ["index", "op", "type", "operands", "text"], "properties": {
+    "index": _count, "op": {"type": "string"}, "type": {"type": "string"},
+    "operands": {"type": "array", "items": _count}, "attrs": {"type": "string"},
+    "location": {"type": "string"}, "roots": {"type": "array", "items": _count},
+    "is_input": {"type": "boolean"}, "text": {"type": "string"}}}
+_ir = {"type": "object", "required": ["lines", "text", "nodes", "truncated"], "properties": {
+    "lines": {"type": "array", "items": _ir_line}, "text": {"type": "string"}, "nodes": _count,
+    "truncated": {"type": "boolean"}}}
+_dag = {"type": ["object", "null"], "required": ["nodes", "drawn", "collapsed", "svg"], "properties": {
+    "nodes": _count, "drawn": _count, "collapsed": {"enum": ["none", "chains", "layers"]},
+    "svg": {"type": "string"}}}
+_hlo_text = {"type": ["object", "null"], "required": ["text", "lines", "truncated"], "properties": {
+    "text": {"type": "string"}, "lines": _count, "truncated": {"type": "boolean"}}}
+_recompile = {"type": ["object", "null"], "required": ["graph", "key", "against", "text", "changes"], "properties": {
+    "graph": {"type": "string"}, "key": {"type": "string"}, "against": {"type": "string"},
+    "text": {"type": "string"},
+    "changes": {"type": "array", "items": {"type": "object", "required": ["kind", "text"], "properties": {
+        "kind": {"type": "string"}, "index": {"type": "integer"}, "before": {"type": "string"},
+        "after": {"type": "string"}, "location": {"type": "string"}, "text": {"type": "string"}}}}}}
+_graph = {"type": "object", "required": ["name", "key", "eager", "cause", "nodes", "inputs", "outputs",
+                                          "lower_ms", "compile_ms", "executions", "execute_ms", "ir"],
+          "properties": {
+              "name": {"type": "string"}, "key": {"type": "string"}, "eager": {"type": "boolean"},
+              "cause": {"type": "string"}, "where": _where, "nodes": _count, "inputs": _tensors,
+              "outputs": _tensors, "scalars": _count, "lower_ms": _ms, "compile_ms": _ms,
+              "persistent_hit": {"type": "boolean"}, "executions": _count, "execute_ms": _ms,
+              "fallback_ops": {"type": "array", "items": {"type": "string"}}, "recompile": _recompile,
+              "ir": _ir, "dag": _dag,
+              "hlo": {"type": "object", "properties": {"stablehlo": _hlo_text, "optimized": _hlo_text}},
+              "cost": {"type": ["object", "null"], "additionalProperties": {"type": "number"}},
+              "memory": {"type": ["object", "null"], "additionalProperties": {"type": "number"}}}}
+_transfer = {"type": "object", "required": ["count", "bytes", "ms"],
+             "properties": {"count": _count, "bytes": _count, "ms": _ms}}
+
+SCHEMA: dict = {
+    "$schema": "https://json-schema.org/draft/2020-12/schema",
+    "$id": "https://xlanb.dev/schemas/report-1.json",
+    "title": "xlanb cell report",
+    "type": "object",
+    "required": ["version", "cell", "summary", "graphs", "cached", "eager", "forced", "fallbacks",
+                 "recompiles", "pending", "errors", "timeline", "text"],
+    "properties": {
+        "version": {"type": "string", "pattern": r"^1\.\d+$"},
+        "cell": {"type": "object", "required": ["execution_count", "mode", "style"], "properties": {
+            "execution_count": {"type": ["integer", "null"]}, "cell_id": {"type": ["string", "null"]},
+            "mode": {"enum": ["eager", "lazy", "compiled"]}, "style": {"enum": ["on", "compact", "full"]},
+            "wall_ms": _ms}},
+        "summary": {"type": "object", "required": ["graphs_compiled", "graphs_executed", "cache_hits",
+                                                   "cache_misses", "compile_ms", "execute_ms", "text"],
+                    "properties": {
+                        "graphs_compiled": _count, "graphs_executed": _count,
+                        "eager_ops_compiled": _count, "eager_ops_executed": _count,
+                        "cache_hits": _count, "cache_misses": _count, "persistent_hits": _count,
+                        "lower_ms": _ms, "compile_ms": _ms, "execute_ms": _ms, "syncs": _count,
+                        "forced": _count, "fallbacks": _count,
+                        "to_device": _transfer, "from_device": _transfer, "text": {"type": "string"}}},
+        "graphs": {"type": "array", "items": _graph},
+        "cached": {"type": "array", "items": {"type": "object", "required": ["name", "key", "executions"],
+                                              "properties": {"name": {"type": "string"}, "key": {"type": "string"},
+                                                             "executions": _count, "execute_ms": _ms}}},
+        "eager": {"type": "object", "required": ["ops", "compiles", "executions"], "properties": {
+            "ops": {"type": "array", "items": {"type": "object", "required": ["op", "signature", "compiles"],
+                                               "properties": {"op": {"type": "string"},
+                                                              "signature": {"type": "string"},
+                                                              "compiles": _count, "compile_ms": _ms}}},
+            "compiles": _count, "executions": _count, "compile_ms": _ms, "execute_ms": _ms}},
+        "forced": {"type": "array", "items": {"type": "object", "required": ["kind", "cause", "graph", "count"],
+                                              "properties": {"kind": {"enum": ["value", "violation"]},
+                                                             "cause": {"type": "string"},
+                                                             "graph": {"type": "string"}, "where": _where,
+                                                             "count": _count}}},
+        "fallbacks": {"type": "array", "items": {"type": "object", "required": ["op", "reason", "count"],
+                                                 "properties": {"op": {"type": "string"},
+                                                                "reason": {"type": "string"},
+                                                                "graphs": {"type": "array",
+                                                                           "items": {"type": "string"}},
+                                                                "where": _where, "count": _count}}},
+        "recompiles": {"type": "array", "items": _recompile},
+        "pending": {"type": ["object", "null"], "required": ["nodes", "tensors", "unnamed", "ir"], "properties": {
+            "nodes": _count, "unnamed": _count, "ir": _ir, "dag": _dag,
+            "tensors": {"type": "array", "items": {"type": "object", "required": ["name", "type"],
+                                                   "properties": {"name": {"type": "string"},
+                                                                  "type": {"type": "string"}}}}}},
+        "errors": {"type": "array", "items": {"type": "string"}},
+        "timeline": {"type": "object", "required": ["spans", "svg"], "properties": {
+            "spans": {"type": "array", "items": {"type": "object", "required": ["kind", "name", "start_ms", "ms"],
+                                                 "properties": {"kind": {"enum": ["lower", "compile", "execute",
+                                                                                  "transfer"]},
+                                                                "name": {"type": "string"},
+                                                                "start_ms": {"type": "number"}, "ms": _ms}}},
+            "omitted": _count, "svg": {"type": "string"}}},
+        "text": {"type": "string"},
+    },
+}

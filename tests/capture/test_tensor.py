@@ -123,3 +123,15 @@ def test_mixing_a_cpu_scalar_tensor_works():
     x = torch.ones(3, device="xla")
     y = x * torch.tensor(2.5)
     assert y.cpu().tolist() == [2.5, 2.5, 2.5]
+
+
+def test_tied_parameters_stay_tied_after_to_xla():
+    class Tied(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.emb = nn.Embedding(5, 3)
+            self.head = nn.Linear(3, 5, bias=False)
+            self.head.weight = self.emb.weight
+    model = Tied().to("xla")
+    assert model.head.weight is model.emb.weight
+    assert len(list(model.parameters())) == 1

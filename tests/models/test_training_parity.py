@@ -93,7 +93,9 @@ class Block(nn.Module):
         super().__init__()
         self.heads = heads
         self.ln1, self.ln2 = nn.LayerNorm(d), nn.LayerNorm(d)
-        self.qkv, self.proj = nn.Linear(d, 3 * d), nn.Linear(d, d)
+        # no qkv bias: the key bias has an exactly zero gradient, and Adam turns float noise in a
+        # zero gradient into +-lr steps whose sign no two implementations need agree on
+        self.qkv, self.proj = nn.Linear(d, 3 * d, bias=False), nn.Linear(d, d)
         self.ff1, self.ff2 = nn.Linear(d, 4 * d), nn.Linear(4 * d, d)
 
     def forward(self, x):
@@ -115,6 +117,7 @@ class TinyGPT(nn.Module):
         self.ln = nn.LayerNorm(d)
         self.head = nn.Linear(d, vocab, bias=False)
         self.head.weight = self.tok.weight
+        nn.init.normal_(self.tok.weight, std=0.02)
 
     def forward(self, idx):
         x = self.tok(idx) + self.pos(torch.arange(idx.shape[1], device=idx.device))

@@ -112,11 +112,9 @@ def shoot(outdir: pathlib.Path) -> list[pathlib.Path]:
             content_type="text/javascript" if route.request.url.endswith(".js") else "text/html"))
         for name in ("report_html.html", "report_html_nostyle.html"):
             page.goto(f"http://xlanb.test/{name}")
-            for d in page.query_selector_all("details.x-graph"):        # open the first graph's sections
-                d.evaluate("d => d.open = true")
-                break
-            page.evaluate("() => document.querySelectorAll('details.x-graph details').forEach((d, i) => "
-                          "{ if (i < 2) d.open = true; })")
+            page.evaluate("() => { document.querySelectorAll('details.x-top').forEach(d => d.open = true);"
+                          " const g = document.querySelectorAll('details.x-graph')[1]; g.open = true;"
+                          " g.querySelectorAll('details').forEach((d, i) => { if (i < 3) d.open = true; }); }")
             shots.append(outdir / name.replace(".html", ".png"))
             page.screenshot(path=str(shots[-1]), full_page=True)
         page.goto("http://xlanb.test/report_widget.html")
@@ -124,13 +122,11 @@ def shoot(outdir: pathlib.Path) -> list[pathlib.Path]:
         page.evaluate("() => document.querySelectorAll('details.xlanb-w').forEach(d => d.open = true)")
         shots.append(outdir / "report_widget.png")
         page.screenshot(path=str(shots[-1]), full_page=True)
-        for tab in ("DAG", "StableHLO", "Optimized HLO", "Cost"):
-            button = page.locator("button.xw-tab", has_text=tab).nth(1 if tab == "DAG" else 0)
-            if tab == "DAG":
-                button = page.locator(".xw-card").nth(1).locator("button.xw-tab", has_text="DAG")
-            button.click()
+        card = page.locator(".xw-card").nth(1)           # the recompiled train_step
+        for tab in ("DAG", "StableHLO", "Optimized HLO", "Cost", "IR"):
+            card.locator("button.xw-tab", has_text=tab).first.click()
             shots.append(outdir / f"report_widget_{tab.lower().replace(' ', '_')}.png")
-            page.screenshot(path=str(shots[-1]), full_page=True)
+            card.screenshot(path=str(shots[-1]))
         browser.close()
     if errors:
         raise RuntimeError("browser errors: " + "; ".join(errors))

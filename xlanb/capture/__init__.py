@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from xlanb._config import config
 from xlanb.capture import dispatch, factories, tensor
+from xlanb.capture.modules import keep_ties_on_move
 from xlanb.capture.device import register_device
 from xlanb.ir.node import LIFT_SPECIAL
 
@@ -18,5 +19,6 @@ def register():
         tensor.set_device(device)
         dispatch.install()
         factories.register_factories()
+        keep_ties_on_move()
         _done.append(device)
     return _done[0]

@@ -185,7 +185,7 @@ export function renderReport(el, r) {
   }
   const root = h("details", { class: "xlanb-w" });
   const n = notes(r);
-  if (n || r.cell.style === "full") root.open = true;
+  if (n || r.cell.style === "full" || r.graphs.some((g) => !g.eager)) root.open = true;
   root.append(h("summary", {}, h("span", { class: "xw-brand", text: "xlanb" }),
                 h("span", { class: "xw-mode", text: r.cell.mode }), r.summary.text.replace(/^xlanb \[\w+\]: /, "")));
   if (n) root.append(n);

@@ -15,6 +15,7 @@ import html
 from xlanb.report.model import Dag
 
 LIMIT = 300
+LAYER_BOXES = 60        # at most this many boxes when whole layers are collapsed
 NODE_H = 34
 LAYER_GAP = 28
 NODE_GAP = 14
@@ -100,6 +101,9 @@ def _assign_layers(boxes: dict[int, _Box]) -> list[list[_Box]]:
     for i in sorted(boxes):               # ids are post-order: operands come first
         b = boxes[i]
         b.layer = 1 + max((boxes[p].layer for p in b.preds), default=-1)
+    for b in boxes.values():              # inputs sit just above their first reader: shorter edges
+        if not b.preds and b.succs:
+            b.layer = min(boxes[s].layer for s in b.succs) - 1
     layers: dict[int, list[_Box]] = collections.defaultdict(list)
     for i in sorted(boxes):
         layers[boxes[i].layer].append(boxes[i])
@@ -110,7 +114,7 @@ def _collapse_layers(lines, limit: int) -> dict[int, _Box]:
     """One box per layer (or per band of layers), counting its ops."""
     boxes = _boxes_from_lines(lines)
     layers = _assign_layers(boxes)
-    band = max(1, -(-len(layers) // limit))
+    band = max(1, -(-len(layers) // min(limit, LAYER_BOXES)))
     out: dict[int, _Box] = {}
     of: dict[int, int] = {}
     for k in range(0, len(layers), band):
@@ -132,11 +136,50 @@ def _collapse_layers(lines, limit: int) -> dict[int, _Box]:
     return out
 
 
+DUMMY_W = 6
+MAX_DUMMIES = 3000
+
+
+def _route_long_edges(boxes: dict[int, _Box]) -> dict[tuple[int, int], list[int]]:
+    """Edges spanning several layers get a chain of invisible boxes, one per layer crossed, so
+    ordering and placement keep them out of the way (Sugiyama's dummy nodes)."""
+    spans = sum(max(0, b.layer - boxes[p].layer - 1) for b in boxes.values() for p in b.preds)
+    if spans > MAX_DUMMIES:
+        return {}
+    routes: dict[tuple[int, int], list[int]] = {}
+    next_id = -1
+    for b in list(boxes.values()):
+        for k, p in enumerate(b.preds):
+            src = boxes[p]
+            if b.layer - src.layer <= 1:
+                continue
+            chain, prev = [], p
+            for layer in range(src.layer + 1, b.layer):
+                d = _Box(next_id, "", "", "", "dummy")
+                d.w, d.layer, d.preds = DUMMY_W, layer, [prev]
+                boxes[d.id] = d
+                boxes[prev].succs.append(d.id)
+                chain.append(d.id)
+                prev, next_id = d.id, next_id - 1
+            boxes[prev].succs.append(b.id)
+            src.succs.remove(b.id)
+            b.preds[k] = prev
+            routes[(p, b.id)] = chain
+    return routes
+
+
+def _layers_of(boxes: dict[int, _Box]) -> list[list[_Box]]:
+    layers: dict[int, list[_Box]] = collections.defaultdict(list)
+    for b in sorted(boxes.values(), key=lambda b: (b.id < 0, abs(b.id))):
+        layers[b.layer].append(b)
+    return [layers[k] for k in range(max(layers) + 1)] if layers else []
+
+
 def _order(layers: list[list[_Box]], boxes: dict[int, _Box]) -> None:
     for layer in layers:
         for i, b in enumerate(layer):
             b.order = i
-    for sweep in range(4):
+    for sweep in range(6):
         seq = layers[1:] if sweep % 2 == 0 else reversed(layers[:-1])
         for layer in seq:
             for b in layer:
@@ -148,54 +191,98 @@ def _order(layers: list[list[_Box]], boxes: dict[int, _Box]) -> None:
                 b.order = i
 
 
+def _gap(a: _Box, b: _Box) -> float:
+    return NODE_GAP if a.kind != "dummy" and b.kind != "dummy" else 6
+
+
+def _pack(layer: list[_Box], desired: list[float]) -> None:
+    """Positions as close to `desired` as the order and the gaps allow: the mean of a
+    left-packed and a right-packed placement (both feasible, so their mean is too)."""
+    left, x = [], float("-inf")
+    for i, (b, d) in enumerate(zip(layer, desired)):
+        if i:
+            x += layer[i - 1].w + _gap(layer[i - 1], b)
+        x = max(d, x)
+        left.append(x)
+    right, x = [0.0] * len(layer), float("inf")
+    for i in range(len(layer) - 1, -1, -1):
+        b = layer[i]
+        if i < len(layer) - 1:
+            x -= b.w + _gap(b, layer[i + 1])
+        x = min(desired[i], x)
+        right[i] = x
+    for b, lx, rx in zip(layer, left, right):
+        b.x = (lx + rx) / 2
+
+
 def _place(layers: list[list[_Box]], boxes: dict[int, _Box]) -> float:
-    """x of each box: near the mean of its operands, without overlaps. Returns the width."""
-    for li, layer in enumerate(layers):
+    """x of each box: near the mean of its neighbours, without overlaps. Returns the width."""
+    for layer in layers:                  # start packed to the left
         x = 0.0
-        for b in layer:
-            want = (sum(boxes[p].x + boxes[p].w / 2 for p in b.preds) / len(b.preds) - b.w / 2
-                    if li and b.preds else x)
-            b.x = max(x, want)
-            x = b.x + b.w + NODE_GAP
+        for i, b in enumerate(layer):
+            b.x = x
+            x += b.w + (_gap(b, layer[i + 1]) if i + 1 < len(layer) else 0)
+    for sweep in range(8):
+        down = sweep % 2 == 0
+        for layer in (layers if down else reversed(layers)):
+            desired = []
+            for b in layer:
+                near = b.preds if down else b.succs
+                centers = [boxes[n].x + boxes[n].w / 2 for n in near]
+                desired.append(sum(centers) / len(centers) - b.w / 2 if centers else b.x)
+            _pack(layer, desired)
     left = min(b.x for layer in layers for b in layer)
     for layer in layers:
         for b in layer:
             b.x -= left
-    width = max(b.x + b.w for layer in layers for b in layer)
-    for layer in layers:        # center short layers that have no operands to align with
-        if all(not b.preds for b in layer):
-            used = layer[-1].x + layer[-1].w - layer[0].x
-            shift = (width - used) / 2 - layer[0].x
-            for b in layer:
-                b.x += shift
-    return width
+    return max(b.x + b.w for layer in layers for b in layer)
 
 
 _FILL = {"input": "#e3effd", "root": "#fff4d6", "op": "#ffffff", "group": "#eef5ea"}
 _STROKE = {"input": "#5b8fd1", "root": "#c98a00", "op": "#8a8f98", "group": "#5f9a4f"}
 
 
-def _svg(layers: list[list[_Box]], boxes: dict[int, _Box], width: float) -> str:
+def _edge_path(points: list[tuple[float, float]]) -> str:
+    """Curves between rows, straight lines through the rows that dummy boxes occupy."""
+    (x, y), rest = points[0], points[1:]
+    d = [f"M{x:.1f},{y:.1f}"]
+    for i, (nx, ny) in enumerate(rest):
+        if i % 2 == 0:
+            mid = (y + ny) / 2
+            d.append(f"C{x:.1f},{mid:.1f} {nx:.1f},{mid:.1f} {nx:.1f},{ny:.1f}")
+        else:
+            d.append(f"L{nx:.1f},{ny:.1f}")
+        x, y = nx, ny
+    return "".join(d)
+
+
+def _svg(layers: list[list[_Box]], boxes: dict[int, _Box], edges, routes, width: float) -> str:
     height = len(layers) * (NODE_H + LAYER_GAP) - LAYER_GAP
-    y_of = {b.id: li * (NODE_H + LAYER_GAP) + PAD for li, layer in enumerate(layers) for b in layer}
     w, h = width + 2 * PAD, height + 2 * PAD
+
+    def top(i: int) -> float:
+        return boxes[i].layer * (NODE_H + LAYER_GAP) + PAD
+
+    def cx(i: int) -> float:
+        return boxes[i].x + boxes[i].w / 2 + PAD
+
     out = [f'<svg xmlns="http://www.w3.org/2000/svg" class="xlanb-dag" width="{w:.0f}" height="{h:.0f}" '
            f'viewBox="0 0 {w:.0f} {h:.0f}" font-family="ui-monospace,SFMono-Regular,Menlo,Consolas,monospace" '
            'font-size="11">',
            '<defs><marker id="xa" viewBox="0 0 8 8" refX="8" refY="4" markerWidth="6" markerHeight="6" '
            'orient="auto"><path d="M0,0L8,4L0,8z" fill="#8a8f98"/></marker></defs>', '<g fill="none" '
            'stroke="#a0a6ae" stroke-width="1.2">']
-    for b in boxes.values():
-        x2, y2 = b.x + b.w / 2 + PAD, y_of[b.id]
-        for p in b.preds:
-            s = boxes[p]
-            x1, y1 = s.x + s.w / 2 + PAD, y_of[p] + NODE_H
-            mid = (y1 + y2) / 2
-            out.append(f'<path d="M{x1:.1f},{y1:.1f}C{x1:.1f},{mid:.1f} {x2:.1f},{mid:.1f} {x2:.1f},{y2 - 1:.1f}" '
-                       'marker-end="url(#xa)"/>')
+    for p, b in edges:
+        points = [(cx(p), top(p) + NODE_H)]
+        for d in routes.get((p, b), ()):
+            points += [(cx(d), top(d)), (cx(d), top(d) + NODE_H)]
+        points.append((cx(b), top(b) - 1))
+        out.append(f'<path d="{_edge_path(points)}" marker-end="url(#xa)"/>')
     out.append("</g>")
     for b in boxes.values():
-        x, y = b.x + PAD, y_of[b.id]
+        if b.kind == "dummy":
+            continue
+        x, y = b.x + PAD, top(b.id)
         sw = 2 if b.kind == "root" else 1
         out.append(f'<g><title>{html.escape(b.title)}</title>'
                    f'<rect x="{x:.1f}" y="{y}" width="{b.w:.1f}" height="{NODE_H}" rx="5" fill="{_FILL[b.kind]}" '
@@ -219,7 +306,11 @@ def draw_dag(lines, limit: int = LIMIT) -> Dag | None:
         boxes, collapsed = _collapse_chains(boxes), "chains"
         if len(boxes) > limit:
             boxes, collapsed = _collapse_layers(lines, limit), "layers"
-    layers = _assign_layers(boxes)
+    _assign_layers(boxes)
+    drawn = len(boxes)
+    edges = [(p, b.id) for b in boxes.values() for p in b.preds]
+    routes = _route_long_edges(boxes)
+    layers = _layers_of(boxes)
     _order(layers, boxes)
     width = _place(layers, boxes)
-    return Dag(len(lines), len(boxes), collapsed, _svg(layers, boxes, width))
+    return Dag(len(lines), drawn, collapsed, _svg(layers, boxes, edges, routes, width))

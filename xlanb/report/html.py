@@ -30,7 +30,8 @@ CSS = """
 .xlanb-report th,.xlanb-report td{border:1px solid var(--jp-border-color2,#d0d7de);padding:2px 6px;
   text-align:left;vertical-align:top}
 .xlanb-report th{background:var(--jp-layout-color2,#f6f8fa);font-weight:600}
-.xlanb-report td.num{text-align:right;font-variant-numeric:tabular-nums}
+.xlanb-report td.num{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}
+.xlanb-report td.where{white-space:nowrap}
 .xlanb-report code,.xlanb-report pre{font-family:var(--jp-code-font-family,ui-monospace,Menlo,Consolas,monospace);
   font-size:12px}
 .xlanb-report pre{background:var(--jp-layout-color2,#f6f8fa);padding:6px 8px;margin:4px 0;max-height:420px;
@@ -91,7 +92,7 @@ def _graph_table(r) -> str:
             f"<td><code>{_e(tensors_text(g.inputs))}</code></td><td><code>{_e(tensors_text(g.outputs))}</code></td>"
             f"<td class=num>{format_ms(g.lower_ms)}</td><td class=num>{format_ms(g.compile_ms)}"
             f"{' (disk)' if g.persistent_hit else ''}</td><td class=num>{g.executions}</td>"
-            f"<td class=num>{format_ms(g.execute_ms)}</td><td>{_e(g.where.text) if g.where else ''}</td></tr>")
+            f"<td class=num>{format_ms(g.execute_ms)}</td><td class=where>{_e(g.where.text) if g.where else ''}</td></tr>")
     for c in r.cached:
         rows.append(f"<tr><td><b>{_e(c.name)}</b></td><td><code>{_e(c.key[:8])}</code></td>"
                     f"<td colspan=5 class=x-muted>compiled earlier (cache hit)</td><td class=num>{c.executions}</td>"
@@ -170,7 +171,8 @@ def render_html(r) -> str:
     if r.timeline.spans:
         more = f" ({r.timeline.omitted} short spans not drawn)" if r.timeline.omitted else ""
         body.append(_details(f"timeline{more}", r.timeline.svg))
-    return _wrap(r, "".join(body), open_=bool(notes) or r.style == "full")
+    named = any(not g.eager for g in r.graphs)
+    return _wrap(r, "".join(body), open_=bool(notes) or named or r.style == "full")
 
 
 def _wrap(r, body: str, open_: bool) -> str:

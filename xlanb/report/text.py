@@ -40,7 +40,7 @@ def summary_line(r) -> str:
     if s.graphs_compiled or s.graphs_executed:
         parts.append(f"{_plural(s.graphs_compiled, 'graph')} compiled, {s.graphs_executed} executed")
     if s.eager_ops_compiled or s.eager_ops_executed:
-        parts.append(f"eager: {_plural(s.eager_ops_compiled, 'op')} compiled, {s.eager_ops_executed} run")
+        parts.append(f"{_plural(s.eager_ops_compiled, 'eager op')} compiled, {s.eager_ops_executed} run")
     if s.cache_hits or s.cache_misses:
         parts.append(f"cache: {_plural(s.cache_hits, 'hit')}, {_plural(s.cache_misses, 'miss')}")
     if s.cache_misses:

@@ -50,6 +50,19 @@ class Cells:
         return {os.path.basename(f): n for f, n in self.files.items()}
 
 
+_MAGIC_CALL = re.compile(r"get_ipython\(\)\.run_(cell|line)_magic\('(\w+)', '((?:[^'\\]|\\.)*)'")
+
+
+def display_source(line: str) -> str:
+    """A source line as the user typed it: IPython's `run_cell_magic('x', 'args', ...)` -> `%%x args`."""
+    line = (line or "").strip()
+    m = _MAGIC_CALL.match(line)
+    if m:
+        kind, name, args = m.groups()
+        return f"{'%%' if kind == 'cell' else '%'}{name} {args}".rstrip()
+    return line
+
+
 def where_of_frame(frame, cells: Cells) -> Where:
     text = cells.line_text(frame.filename, frame.lineno)
     in_cell = text is not None
@@ -60,7 +73,7 @@ def where_of_frame(frame, cells: Cells) -> Where:
     count = None
     if in_cell:
         count = cells.files.get(frame.filename, cells._by_basename().get(os.path.basename(frame.filename)))
-    return Where(text, frame.filename, frame.lineno, frame.function, (frame.line or "").strip(), count)
+    return Where(text, frame.filename, frame.lineno, frame.function, display_source(frame.line), count)
 
 
 def user_where(frames, cells: Cells) -> Where | None:

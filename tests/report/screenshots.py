@@ -117,6 +117,8 @@ def shoot(outdir: pathlib.Path) -> list[pathlib.Path]:
                           " g.querySelectorAll('details').forEach((d, i) => { if (i < 3) d.open = true; }); }")
             shots.append(outdir / name.replace(".html", ".png"))
             page.screenshot(path=str(shots[-1]), full_page=True)
+            shots.append(outdir / name.replace(".html", "_top.png"))
+            page.screenshot(path=str(shots[-1]))
         page.goto("http://xlanb.test/report_widget.html")
         page.wait_for_function("window.rendered === true")
         page.evaluate("() => document.querySelectorAll('details.xlanb-w').forEach(d => d.open = true)")

@@ -93,8 +93,10 @@ def _write_back_host(func, args, host_args, host_kwargs):
         if a.alias_info is not None and a.alias_info.is_write:
             target = args[i] if i < len(args) else None
             host = host_args[i] if i < len(host_args) else host_kwargs.get(a.name)
-            if type(target) is LazyTensor:
-                write_value(target, data_node(upload(host), tensor_meta(target)))
+            targets, hosts = (target, host) if isinstance(target, (list, tuple)) else ((target,), (host,))
+            for t, h in zip(targets, hosts):
+                if type(t) is LazyTensor:
+                    write_value(t, data_node(upload(h), tensor_meta(t)))
 
 
 def decompose_handler(decomp):
@@ -167,6 +169,7 @@ def _relabel(node: Node, meta: Meta) -> Node:
 
 _RANDOM_FUNCTIONAL = {
     "aten.normal_.default": "normal_functional.default",
+    "aten.bernoulli_.float": "bernoulli.p",
 }
 _OUT_NAMES = ("out", "values", "indices", "out0", "out1", "out2", "mantissa", "exponent", "min", "max",
               "L", "info", "Q", "R", "U", "S", "V", "Vh", "eigenvalues", "eigenvectors", "solution",
@@ -337,6 +340,9 @@ SPECIAL = {
 
 def _fast_kind(func, plan: OpPlan) -> str | None:
     if plan.rule is None or plan.rule.rng:
+        return None
+    returns = func._schema.returns
+    if len(returns) != 1 or str(returns[0].type) != "Tensor":
         return None
     args = func._schema.arguments
     kinds = [str(a.type) for a in args if not a.kwarg_only]

@@ -172,7 +172,11 @@ def _raise_cpu_error(func, margs, mkwargs) -> None:
 
 
 def _out_meta(out):
-    """Meta, or a tuple of Meta (None for an output the op did not compute, e.g. masked grads)."""
+    """Meta, or a tuple of Meta (None for an output the op did not compute, e.g. masked grads).
+
+    An op that returns nothing (in-place foreach ops, checks) gets the empty tuple."""
+    if out is None:
+        return ()
     if isinstance(out, torch.Tensor):
         return meta_of(out)
     if isinstance(out, (tuple, list)) and all(o is None or isinstance(o, torch.Tensor) for o in out):
@@ -196,6 +200,8 @@ def outputs_of(node: Node):
     meta = node.meta
     if isinstance(meta, Meta):
         return new_tensor(node, meta)
+    if meta == ():
+        return None
     outs = [None if m is None else new_tensor(getitem(node, i), m) for i, m in enumerate(meta)]
     return outs if plan_of(node.op).returns_list else tuple(outs)
 

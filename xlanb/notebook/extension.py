@@ -87,7 +87,7 @@ class Extension:
         cell = self.cell
         # CPU fallbacks carry no frames: record the user's line while we are on their thread
         if cell is not None and isinstance(e, events.Fallback) and threading.current_thread() is self._main:
-            cell.extra_frames[e.seq] = user_frames(config().max_frames)
+            cell.extra_frames[e.seq] = _outside_packages(user_frames(64))[:config().max_frames]
 
     def note_compiled_cell(self) -> None:
         if self.cell is not None:
@@ -134,6 +134,11 @@ class Extension:
         from xlanb.notebook.widget import report_bundle
         data, metadata = report_bundle(report, widget=_has_anywidget())
         display(data, metadata=metadata, raw=True)
+
+
+def _outside_packages(frames) -> tuple:
+    """Frames of the user's code: not jax's, IPython's or any other installed package's."""
+    return tuple(f for f in frames if "site-packages" not in f.filename and "dist-packages" not in f.filename)
 
 
 def _has_anywidget() -> bool:

@@ -54,10 +54,28 @@ def _signature(c: ev.Compile) -> str:
     return f"{ins or '()'} -> {outs}"
 
 
+_DEBUG_TABLES = ("FileNames", "FunctionNames", "FileLocations", "StackFrames")
+
+
+def strip_debug_tables(text: str) -> str:
+    """Drops the stack-frame tables XLA puts before the optimized HLO (metadata only points into them)."""
+    out, skipping = [], False
+    for line in text.splitlines():
+        if line.strip() in _DEBUG_TABLES:
+            skipping = True
+        elif skipping and not line.strip():
+            skipping = False
+        elif not skipping:
+            out.append(line)
+    return "\n".join(out)
+
+
 def _stage(stages, stage: str, limit: int | None) -> StageText | None:
     if stages is None:
         return None
     text = stages.as_text(stage)
+    if stage == "optimized" and limit is not None:
+        text = strip_debug_tables(text)
     lines = text.splitlines()
     if limit is not None and len(lines) > limit:
         kept = "\n".join(lines[:limit]) + f"\n... {len(lines) - limit} more lines (%xla_report full shows all)"
@@ -250,6 +268,7 @@ def _forced_and_fallbacks(evs, ctx: CellContext):
                 or last_frames
             note = notes.setdefault(e.op, {"reason": e.reason, "graphs": [], "frames": frames, "count": 0})
             note["count"] += 1
+            note["frames"] = note["frames"] or frames
         elif isinstance(e, ev.Compile):
             last_frames = e.frames or last_frames
             for op in e.fallback_ops:

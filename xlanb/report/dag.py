@@ -1,9 +1,11 @@
 """A graph's IR drawn as a DAG: a layered layout computed in Python, emitted as inline SVG.
 
 Layers come from the longest path from the inputs; within a layer, nodes are ordered by
-a few barycenter sweeps and placed near the mean of their operands. Beyond `limit`
-nodes the drawing is collapsed: single-use chains become one box ("mul > add > relu"),
-and if that is still too many, each layer becomes one box that counts its ops.
+a few barycenter sweeps and placed near the mean of their neighbours; edges that span
+layers are routed through invisible boxes. Beyond `limit` nodes the drawing is
+collapsed: single-use chains, the getitems of multi-output ops and single-use inputs
+join their neighbour's box, and if that is still too many, each layer (or band of
+layers) becomes one box that counts its ops.
 No graphviz, no JavaScript: the SVG reads in any HTML renderer.
 """
 
@@ -20,15 +22,15 @@ NODE_H = 34
 LAYER_GAP = 28
 NODE_GAP = 14
 CHAR_W = 6.4
-MIN_W, MAX_W = 64, 190
+MIN_W, MAX_W = 64, 204
 PAD = 8
 
 
 class _Box:
-    __slots__ = ("id", "label", "sub", "title", "kind", "preds", "succs", "layer", "x", "w", "order")
+    __slots__ = ("id", "label", "sub", "title", "kind", "op", "preds", "succs", "layer", "x", "w", "order")
 
-    def __init__(self, id_, label, sub, title, kind):
-        self.id, self.label, self.sub, self.title, self.kind = id_, label, sub, title, kind
+    def __init__(self, id_, label, sub, title, kind, op=""):
+        self.id, self.label, self.sub, self.title, self.kind, self.op = id_, label, sub, title, kind, op
         self.preds: list[int] = []
         self.succs: list[int] = []
         self.layer = 0
@@ -50,62 +52,102 @@ def _clip(text: str, n: int = 28) -> str:
     return text if len(text) <= n else text[: n - 1] + "\u2026"
 
 
+def _link(boxes: dict[int, _Box]) -> None:
+    for b in boxes.values():
+        for p in b.preds:
+            boxes[p].succs.append(b.id)
+
+
 def _boxes_from_lines(lines) -> dict[int, _Box]:
     boxes: dict[int, _Box] = {}
     for line in lines:
         kind = "input" if line.is_input else ("root" if line.roots else "op")
-        label = f"%{line.index} {short_op(line.op)}"
+        op = short_op(line.op)
+        label = f"%{line.index} {op}"
         if line.roots:
             label += " \u2192 out " + ",".join(map(str, line.roots))
-        b = _Box(line.index, _clip(label), _clip(line.type), line.text(), kind)
+        b = _Box(line.index, _clip(label), _clip(line.type), line.text(), kind, op)
         b.preds = list(dict.fromkeys(o for o in line.operands if o in boxes))
         boxes[line.index] = b
-        for p in b.preds:
-            boxes[p].succs.append(line.index)
+    _link(boxes)
     return boxes
 
 
-def _collapse_chains(boxes: dict[int, _Box]) -> dict[int, _Box]:
-    """Merges v into its only operand p when p feeds only v (and neither is an input or output)."""
-    head: dict[int, int] = {}
-    members: dict[int, list[int]] = {}
+def _topological(boxes: dict[int, _Box]) -> list[int] | None:
+    """Kahn's order of the boxes, or None if they have a cycle."""
+    indegree = {i: len(b.preds) for i, b in boxes.items()}
+    ready = collections.deque(sorted(i for i, n in indegree.items() if n == 0))
+    order = []
+    while ready:
+        i = ready.popleft()
+        order.append(i)
+        for s in boxes[i].succs:
+            indegree[s] -= 1
+            if indegree[s] == 0:
+                ready.append(s)
+    return order if len(order) == len(boxes) else None
+
+
+def _collapse_groups(boxes: dict[int, _Box]) -> dict[int, _Box] | None:
+    """Fewer boxes, same shape: single-use chains become one box ("mul > add > relu"), the
+    getitems of a multi-output op join it, and inputs read by one op join that op."""
+    parent = {i: i for i in boxes}
+
+    def find(i: int) -> int:
+        while parent[i] != i:
+            parent[i] = parent[parent[i]]
+            i = parent[i]
+        return i
+
     for i, b in boxes.items():
-        p = b.preds[0] if len(b.preds) == 1 else None
-        if (p is not None and b.kind == "op" and boxes[p].kind == "op" and len(boxes[p].succs) == 1):
-            h = head[p]
-            head[i] = h
-            members[h].append(i)
-        else:
-            head[i] = i
-            members[i] = [i]
+        if b.kind == "input" or len(b.preds) != 1:
+            continue
+        p = boxes[b.preds[0]]
+        if p.kind == "input":
+            continue
+        if (b.kind == "op" and p.kind == "op" and len(p.succs) == 1) or b.op == "getitem":
+            parent[find(i)] = find(p.id)
+    for i, b in boxes.items():
+        if b.kind == "input" and len(b.succs) == 1:
+            parent[find(i)] = find(b.succs[0])
+    members: dict[int, list[int]] = collections.defaultdict(list)
+    for i in boxes:
+        members[find(i)].append(i)
     out: dict[int, _Box] = {}
-    for h, ids in members.items():
-        first, last = boxes[ids[0]], boxes[ids[-1]]
+    for head, ids in members.items():
         if len(ids) == 1:
-            g = _Box(h, first.label, first.sub, first.title, first.kind)
-        else:
-            ops = [boxes[i].label.split(" ", 1)[-1] for i in ids]
-            label = _clip(f"%{ids[0]}..%{ids[-1]} ({len(ids)} ops)")
-            g = _Box(h, label, _clip(" > ".join(ops), 30), "\n".join(boxes[i].title for i in ids), "group")
-            g.sub = _clip(" > ".join(ops), 30) + f"  {last.sub}"
-            g.sub = _clip(g.sub, 30)
-        g.preds = list(dict.fromkeys(head[p] for p in first.preds))
-        out[h] = g
-    for g in out.values():
-        for p in g.preds:
-            out[p].succs.append(g.id)
-    return out
+            b = boxes[ids[0]]
+            out[head] = _Box(head, b.label, b.sub, b.title, b.kind, b.op)
+            continue
+        ops = [boxes[i] for i in ids if boxes[i].kind != "input" and boxes[i].op != "getitem"]
+        n_in = sum(1 for i in ids if boxes[i].kind == "input")
+        outs = [b.label.split(" out ", 1)[1] for i in ids if " out " in (b := boxes[i]).label]
+        first = ops[0] if ops else boxes[ids[0]]
+        label = f"%{first.id} {first.op}" if len(ops) <= 1 else f"%{ops[0].id}..%{ops[-1].id} {len(ops)} ops"
+        if outs:
+            label += " \u2192 out " + ",".join(outs)
+        sub = " > ".join(b.op for b in ops) if len(ops) > 1 else first.sub
+        if n_in:
+            sub += f" +{n_in} in"
+        title = "\n".join(boxes[i].title for i in ids)
+        out[head] = _Box(head, _clip(label, 30), _clip(sub, 32), title, "root" if outs else "group", first.op)
+    for head, ids in members.items():
+        out[head].preds = list(dict.fromkeys(find(p) for i in ids for p in boxes[i].preds if find(p) != head))
+    _link(out)
+    return out if _topological(out) is not None else None
 
 
 def _assign_layers(boxes: dict[int, _Box]) -> list[list[_Box]]:
-    for i in sorted(boxes):               # ids are post-order: operands come first
+    """Longest path from the sources; sources then move down to just above their first reader."""
+    order = _topological(boxes) or sorted(boxes)
+    for i in order:
         b = boxes[i]
         b.layer = 1 + max((boxes[p].layer for p in b.preds), default=-1)
-    for b in boxes.values():              # inputs sit just above their first reader: shorter edges
+    for b in boxes.values():
         if not b.preds and b.succs:
             b.layer = min(boxes[s].layer for s in b.succs) - 1
     layers: dict[int, list[_Box]] = collections.defaultdict(list)
-    for i in sorted(boxes):
+    for i in order:
         layers[boxes[i].layer].append(boxes[i])
     return [layers[k] for k in sorted(layers)]
 
@@ -119,12 +161,11 @@ def _collapse_layers(lines, limit: int) -> dict[int, _Box]:
     of: dict[int, int] = {}
     for k in range(0, len(layers), band):
         members = [b for layer in layers[k:k + band] for b in layer]
-        ops = collections.Counter(b.label.split(" ", 1)[-1].split(" \u2192")[0] for b in members)
+        ops = collections.Counter(b.op for b in members)
         top = " ".join(f"{op}\u00d7{n}" for op, n in ops.most_common(3))
         span = f"layer {k}" if band == 1 else f"layers {k}-{min(k + band, len(layers)) - 1}"
-        g = _Box(k, f"{span}: {len(members)} nodes", _clip(top, 30), "\n".join(sorted(
-            f"{op}: {n}" for op, n in ops.items())), "group")
-        out[k] = g
+        title = "\n".join(f"{op}: {n}" for op, n in ops.most_common())
+        out[k] = _Box(k, f"{span}: {len(members)} nodes", _clip(top, 30), title, "group")
         for b in members:
             of[b.id] = k
     for b in boxes.values():
@@ -132,7 +173,7 @@ def _collapse_layers(lines, limit: int) -> dict[int, _Box]:
             src, dst = of[p], of[b.id]
             if src != dst and src not in out[dst].preds:
                 out[dst].preds.append(src)
-                out[src].succs.append(dst)
+    _link(out)
     return out
 
 
@@ -303,8 +344,8 @@ def draw_dag(lines, limit: int = LIMIT) -> Dag | None:
     boxes = _boxes_from_lines(lines)
     collapsed = "none"
     if len(boxes) > limit:
-        boxes, collapsed = _collapse_chains(boxes), "chains"
-        if len(boxes) > limit:
+        boxes, collapsed = _collapse_groups(boxes), "groups"
+        if boxes is None or len(boxes) > limit:
             boxes, collapsed = _collapse_layers(lines, limit), "layers"
     _assign_layers(boxes)
     drawn = len(boxes)

@@ -25,7 +25,7 @@ CSS = """
   padding:0 5px;margin-right:4px;text-align:center;color:#fff}
 .xlanb-report .x-recompile{background:#8250df}.xlanb-report .x-forced{background:#bc4c00}
 .xlanb-report .x-fallback{background:#cf222e}.xlanb-report .x-error{background:#82071e}
-.xlanb-report .x-pending{background:#6e7781}
+.xlanb-report .x-pending{background:#6e7781}.xlanb-report .x-sep{display:none}
 .xlanb-report table{border-collapse:collapse;margin:4px 0;font-size:12px}
 .xlanb-report th,.xlanb-report td{border:1px solid var(--jp-border-color2,#d0d7de);padding:2px 6px;
   text-align:left;vertical-align:top}
@@ -45,6 +45,9 @@ CSS = """
 """
 
 
+_TABLE = 'border="1" cellpadding="3" cellspacing="0"'      # borders even where <style> is stripped
+
+
 def _e(text) -> str:
     return html.escape(str(text), quote=True)
 
@@ -59,7 +62,7 @@ def _code(text: str) -> str:
 
 
 def _note(kind: str, label: str, text: str) -> str:
-    return f'<li><span class="x-tag x-{kind}">{label}</span>{_e(text)}</li>'
+    return f'<li><span class="x-tag x-{kind}">{label}</span><span class="x-sep">: </span>{_e(text)}</li>'
 
 
 def _notes(r) -> str:
@@ -97,12 +100,12 @@ def _graph_table(r) -> str:
         rows.append(f"<tr><td><b>{_e(c.name)}</b></td><td><code>{_e(c.key[:8])}</code></td>"
                     f"<td colspan=5 class=x-muted>compiled earlier (cache hit)</td><td class=num>{c.executions}</td>"
                     f"<td class=num>{format_ms(c.execute_ms)}</td><td></td></tr>")
-    return f"<table>{head}{''.join(rows)}</table>"
+    return f"<table {_TABLE}>{head}{''.join(rows)}</table>"
 
 
 def _kv_table(d: dict, fmt) -> str:
     rows = "".join(f"<tr><td>{_e(k)}</td><td class=num>{_e(fmt(k, v))}</td></tr>" for k, v in d.items())
-    return f"<table>{rows}</table>"
+    return f"<table {_TABLE}>{rows}</table>"
 
 
 def _cost_value(key: str, v: float) -> str:
@@ -125,7 +128,7 @@ def _graph_details(g, r) -> str:
     cut = f", first {len(g.ir.lines)} shown" if g.ir.truncated else ""
     parts.append(_details(f"IR ({g.ir.nodes} nodes{cut})", _code(g.ir.text), open_=r.style == "full"))
     if g.dag is not None:
-        note = {"none": "", "chains": ", single-use chains collapsed",
+        note = {"none": "", "groups": ", chains and single-use inputs grouped",
                 "layers": ", collapsed to one box per layer"}[g.dag.collapsed]
         parts.append(_details(f"DAG ({g.dag.drawn} boxes{note})", f'<div class="x-scroll">{g.dag.svg}</div>'))
     for title, stage in (("StableHLO", g.stablehlo), ("Optimized HLO", g.optimized)):
@@ -148,7 +151,7 @@ def _eager_table(e) -> str:
     rows = "".join(f"<tr><td><code>{_e(o.op)}</code></td><td><code>{_e(o.signature)}</code></td>"
                    f"<td class=num>{o.compiles}</td><td class=num>{format_ms(o.compile_ms)}</td></tr>" for o in e.ops)
     head = "<tr><th>op</th><th>signature</th><th>compiles</th><th>compile</th></tr>"
-    return f"<table>{head}{rows}</table>" if rows else ""
+    return f"<table {_TABLE}>{head}{rows}</table>" if rows else ""
 
 
 def render_html(r) -> str:

@@ -63,7 +63,7 @@ class IrText:
 class Dag:
     nodes: int                   # nodes in the graph
     drawn: int                   # boxes drawn (after collapsing)
-    collapsed: str               # "none" | "chains" | "layers"
+    collapsed: str               # "none" | "groups" | "layers"
     svg: str
 
     def to_json(self) -> dict:

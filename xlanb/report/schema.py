@@ -27,7 +27,7 @@ _ir = {"type": "object", "required": ["lines", "text", "nodes", "truncated"], "p
     "lines": {"type": "array", "items": _ir_line}, "text": {"type": "string"}, "nodes": _count,
     "truncated": {"type": "boolean"}}}
 _dag = {"type": ["object", "null"], "required": ["nodes", "drawn", "collapsed", "svg"], "properties": {
-    "nodes": _count, "drawn": _count, "collapsed": {"enum": ["none", "chains", "layers"]},
+    "nodes": _count, "drawn": _count, "collapsed": {"enum": ["none", "groups", "layers"]},
     "svg": {"type": "string"}}}
 _hlo_text = {"type": ["object", "null"], "required": ["text", "lines", "truncated"], "properties": {
     "text": {"type": "string"}, "lines": _count, "truncated": {"type": "boolean"}}}

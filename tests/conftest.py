@@ -10,6 +10,7 @@ sys.path.insert(0, os.path.dirname(__file__))     # tests/helpers.py, tests/lowe
 import xlanb  # noqa: E402
 from xlanb.capture.state import state  # noqa: E402
 from xlanb.ir.explain import explainer  # noqa: E402
+from xlanb.runtime.cache import compiled_cache  # noqa: E402
 
 
 @pytest.fixture(autouse=True)
@@ -20,6 +21,7 @@ def fresh_runtime():
     state.graph_name = "sync"
     xlanb.metrics.clear_all()
     explainer.clear()
+    compiled_cache.clear()      # compile counts must not depend on earlier tests
     yield
     state.eager = False
     state.pending.clear()

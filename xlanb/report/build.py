@@ -18,6 +18,7 @@ IR_LINES = 400          # IR lines kept per graph ("on" and "compact"; "full" ke
 HLO_LINES = 1500        # HLO lines kept per stage ("on"; "full" keeps all)
 MAX_SPANS = 300         # timeline spans kept (the longest)
 MAX_FORCED = 50         # distinct forced executions listed
+DETAILED_GRAPHS = 20    # graphs per cell with HLO, DAG and analyses (100 in "full"); the rest get a summary
 _COST_PART = re.compile(r"\d+\{\}$|out\{\}$")
 
 
@@ -131,10 +132,9 @@ def _recompile(c: ev.Compile, cells: Cells, where) -> Recompile | None:
     return Recompile(c.name, c.key, explanation.against, tuple(changes))
 
 
-def _section(c: ev.Compile, runs, ctx: CellContext) -> GraphSection:
+def _section(c: ev.Compile, runs, ctx: CellContext, detailed: bool) -> GraphSection:
     where = user_where(c.frames, ctx.cells)
     count, ns = runs.get(c.key, (0, 0))
-    detailed = ctx.style != "compact"
     limit_hlo = None if ctx.style == "full" else HLO_LINES
     limit_ir = None if ctx.style == "full" else IR_LINES
     lines = relocate(c.ir, ctx.cells)
@@ -176,69 +176,75 @@ def build_report(evs, ctx: CellContext = CellContext(), pending=None) -> CellRep
     if ctx.style not in STYLES:
         raise ValueError(f"report style must be one of {STYLES}, got {ctx.style!r}")
     evs = list(evs)
-    cells = ctx.cells
-    runs: dict[str, tuple[int, int]] = {}
+    runs: dict[str, tuple[int, int]] = {}          # graph key -> (executions, ns)
     for e in evs:
         if isinstance(e, ev.Execute):
             count, ns = runs.get(e.key, (0, 0))
             runs[e.key] = (count + 1, ns + e.ns)
-
-    graphs, eager_ops, compiled_keys = [], {}, set()
-    for c in (e for e in evs if isinstance(e, ev.Compile)):
-        compiled_keys.add(c.key)
-        if c.eager and ctx.style != "full":
-            key = (c.name, _signature(c))
-            n, ns = eager_ops.get(key, (0, 0))
-            eager_ops[key] = (n + 1, ns + c.lower_ns + c.compile_ns)
-            continue
-        graphs.append(_section(c, runs, ctx))
-
-    cached: dict[str, list] = {}
-    for e in evs:
-        if isinstance(e, ev.Execute) and not e.eager and e.key not in compiled_keys:
-            entry = cached.setdefault(e.key, [e.name, 0, 0])
-            entry[1] += 1
-            entry[2] += e.ns
-
-    forced, fallbacks, errors = _forced_and_fallbacks(evs, ctx)
-    recompiles = tuple(g.recompile for g in graphs if g.recompile is not None and (not g.eager or ctx.style == "full"))
-
     compiles = [e for e in evs if isinstance(e, ev.Compile)]
-    executes = [e for e in evs if isinstance(e, ev.Execute)]
-    transfers = {d: [e for e in evs if isinstance(e, ev.Transfer) and e.direction == d]
-                 for d in ("to_device", "from_device")}
-    eager_compiles = [c for c in compiles if c.eager]
-    eager_runs = [e for e in executes if e.eager]
-    summary = Summary(
-        graphs_compiled=len(compiles) - len(eager_compiles), graphs_executed=len(executes) - len(eager_runs),
-        eager_ops_compiled=len(eager_compiles), eager_ops_executed=len(eager_runs),
-        cache_hits=sum(e.cached for e in executes), cache_misses=len(compiles),
-        persistent_hits=sum(c.persistent_hit for c in compiles),
-        lower_ms=_ms(sum(c.lower_ns for c in compiles)), compile_ms=_ms(sum(c.compile_ns for c in compiles)),
-        execute_ms=_ms(sum(e.ns for e in executes)),
-        syncs=sum(1 for e in evs if isinstance(e, ev.Sync) and e.kind == "mark_step" and e.roots),
-        forced=sum(f.count for f in forced if f.kind == "value"), fallbacks=len(fallbacks),
-        to_device=Transfers(len(transfers["to_device"]), sum(e.nbytes for e in transfers["to_device"]),
-                            _ms(sum(e.ns for e in transfers["to_device"]))),
-        from_device=Transfers(len(transfers["from_device"]), sum(e.nbytes for e in transfers["from_device"]),
-                              _ms(sum(e.ns for e in transfers["from_device"]))),
-    )
-    eager = EagerSummary(
-        ops=tuple(EagerOp(op, sig, n, _ms(ns)) for (op, sig), (n, ns) in eager_ops.items()),
-        compiles=len(eager_compiles), executions=len(eager_runs),
-        compile_ms=_ms(sum(c.lower_ns + c.compile_ns for c in eager_compiles)),
-        execute_ms=_ms(sum(e.ns for e in eager_runs)))
-
+    sectioned = [c for c in compiles if not c.eager or ctx.style == "full"]
+    detailed = 0 if ctx.style == "compact" else DETAILED_GRAPHS * (5 if ctx.style == "full" else 1)
+    graphs = tuple(_section(c, runs, ctx, detailed=i < detailed) for i, c in enumerate(sectioned))
+    forced, fallbacks, errors = _forced_and_fallbacks(evs, ctx)
     t0 = ctx.started if ctx.started is not None else min((e.wall for e in evs), default=0.0)
     spans, omitted = _spans(evs, t0)
     wall_ms = _ms((ctx.finished - ctx.started) * 1e9) if ctx.started and ctx.finished else 0.0
     end_ms = max([wall_ms] + [s.start_ms + s.ms for s in spans])
     return CellReport(
         execution_count=ctx.execution_count, cell_id=ctx.cell_id, mode=ctx.mode, style=ctx.style,
-        wall_ms=wall_ms, summary=summary, graphs=tuple(graphs),
-        cached=tuple(CachedRun(name, key, n, _ms(ns)) for key, (name, n, ns) in cached.items()),
-        eager=eager, forced=forced, fallbacks=fallbacks, recompiles=recompiles, pending=pending,
-        errors=errors, timeline=Timeline(spans, omitted, timeline_svg(spans, end_ms) if spans else ""))
+        wall_ms=wall_ms, summary=_summary(evs, forced, fallbacks), graphs=graphs,
+        cached=_cached_runs(evs, {c.key for c in compiles}), eager=_eager(evs, ctx.style == "full"),
+        forced=forced, fallbacks=fallbacks, recompiles=tuple(g.recompile for g in graphs if g.recompile),
+        pending=pending, errors=errors,
+        timeline=Timeline(spans, omitted, timeline_svg(spans, end_ms) if spans else ""))
+
+
+def _transfers(evs, direction: str) -> Transfers:
+    ts = [e for e in evs if isinstance(e, ev.Transfer) and e.direction == direction]
+    return Transfers(len(ts), sum(e.nbytes for e in ts), _ms(sum(e.ns for e in ts)))
+
+
+def _summary(evs, forced, fallbacks) -> Summary:
+    compiles = [e for e in evs if isinstance(e, ev.Compile)]
+    executes = [e for e in evs if isinstance(e, ev.Execute)]
+    eager_compiles = sum(c.eager for c in compiles)
+    eager_runs = sum(e.eager for e in executes)
+    return Summary(
+        graphs_compiled=len(compiles) - eager_compiles, graphs_executed=len(executes) - eager_runs,
+        eager_ops_compiled=eager_compiles, eager_ops_executed=eager_runs,
+        cache_hits=sum(e.cached for e in executes), cache_misses=len(compiles),
+        persistent_hits=sum(c.persistent_hit for c in compiles),
+        lower_ms=_ms(sum(c.lower_ns for c in compiles)), compile_ms=_ms(sum(c.compile_ns for c in compiles)),
+        execute_ms=_ms(sum(e.ns for e in executes)),
+        syncs=sum(1 for e in evs if isinstance(e, ev.Sync) and e.kind == "mark_step" and e.roots),
+        forced=sum(f.count for f in forced if f.kind == "value"), fallbacks=len(fallbacks),
+        to_device=_transfers(evs, "to_device"), from_device=_transfers(evs, "from_device"))
+
+
+def _eager(evs, sectioned: bool) -> EagerSummary:
+    """Eager op graphs in aggregate: which ops compiled (for which shapes), how many ran."""
+    compiles = [e for e in evs if isinstance(e, ev.Compile) and e.eager]
+    runs = [e for e in evs if isinstance(e, ev.Execute) and e.eager]
+    ops: dict[tuple, tuple[int, int]] = {}
+    for c in compiles if not sectioned else ():     # in "full" style they have sections instead
+        key = (c.name, _signature(c))
+        n, ns = ops.get(key, (0, 0))
+        ops[key] = (n + 1, ns + c.lower_ns + c.compile_ns)
+    return EagerSummary(
+        ops=tuple(EagerOp(op, sig, n, _ms(ns)) for (op, sig), (n, ns) in ops.items()),
+        compiles=len(compiles), executions=len(runs),
+        compile_ms=_ms(sum(c.lower_ns + c.compile_ns for c in compiles)), execute_ms=_ms(sum(e.ns for e in runs)))
+
+
+def _cached_runs(evs, compiled_keys: set) -> tuple[CachedRun, ...]:
+    """Graphs compiled before this cell that it ran again."""
+    cached: dict[str, list] = {}
+    for e in evs:
+        if isinstance(e, ev.Execute) and not e.eager and e.key not in compiled_keys:
+            entry = cached.setdefault(e.key, [e.name, 0, 0])
+            entry[1] += 1
+            entry[2] += e.ns
+    return tuple(CachedRun(name, key, n, _ms(ns)) for key, (name, n, ns) in cached.items())
 
 
 def _forced_and_fallbacks(evs, ctx: CellContext):

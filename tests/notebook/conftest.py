@@ -9,7 +9,6 @@ from xlanb.capture.state import state
 from xlanb.runtime.cache import compiled_cache
 from xlanb.report import MIME_TYPE
 
-WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
 
 
 @dataclasses.dataclass

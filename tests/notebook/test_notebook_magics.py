@@ -5,8 +5,8 @@ import pytest
 from IPython.core.error import UsageError
 
 import xlanb
-from conftest import WIDGET_MIME
 from xlanb.capture.state import state
+from xlanb.notebook.widget import WIDGET_MIME
 from xlanb.report import MIME_TYPE, SCHEMA
 
 SETUP = "import torch, xlanb\nx4 = torch.ones(4, 4, device='xla')\nx5 = torch.ones(5, 5, device='xla')"

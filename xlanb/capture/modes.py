@@ -19,6 +19,7 @@ import sys
 
 from xlanb import events
 from xlanb.capture import realize
+from xlanb._config import config
 from xlanb.capture.detector import Detector
 from xlanb.capture.state import state
 
@@ -102,7 +103,7 @@ class CompileScope:
         state.graph_name = self.name
         state.compile_scope = self
         state.allow_execution = not self.full_graph
-        state.track_locations = True
+        state.track_locations = self.detector is not None or config().debug > 0
         if self.detector is not None:
             self.detector.start()
             state.observer = self.detector.observe

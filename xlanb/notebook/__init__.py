@@ -27,6 +27,6 @@ def unload_ipython_extension(ip) -> None:
         ext.unload()
 
 
-def extension(ip):
-    """The loaded extension of a shell, or None."""
+def loaded_extension(ip):
+    """The extension loaded in a shell (xlanb.notebook.extension.Extension), or None."""
     return _loaded.get(id(ip))

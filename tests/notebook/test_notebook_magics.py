@@ -211,3 +211,13 @@ def test_cpu_fallback_is_named_with_its_cell_line(cell):
     fallback = c.report["fallbacks"][0]
     assert "bessel_j0" in fallback["op"] and fallback["where"]["text"] == "cell line 2"
     assert "CPU fallback" in c.reports[0]["text/plain"]
+
+
+def test_the_widgets_display_metadata_is_kept(cell, monkeypatch):
+    # in Colab, anywidget's metadata carries the custom widget manager's URL; it must reach display()
+    colab = {WIDGET_MIME: {"colab": {"custom_widget_manager": {"url": "https://example.test/manager.js"}}}}
+    monkeypatch.setattr("anywidget._util.get_repr_metadata", lambda: colab)
+    cell(SETUP)
+    c = cell("(x4 + 2).sum()")
+    (out,) = [o for o in c.outputs if MIME_TYPE in o.data]
+    assert out.metadata == colab

@@ -33,10 +33,12 @@ def report_json() -> dict:
 def test_widget_renders_the_report_and_its_tabs_work():
     from xlanb.notebook.assets import CSS, ESM
     data = report_json()
-    page_html = (f"<!doctype html><html><head><style>{CSS}</style></head><body><div id=out></div>"
+    compact = dict(data, cell=dict(data["cell"], style="compact"))
+    page_html = (f"<!doctype html><html><head><style>{CSS}</style></head><body><div id=out></div><div id=c></div>"
                  "<script type=module>import w from './widget.js';"
-                 f"const r = {json.dumps(data)};"
+                 f"const r = {json.dumps(data)}, c = {json.dumps(compact)};"
                  "w.render({model: {get: () => r, on() {}, off() {}}, el: document.getElementById('out')});"
+                 "w.render({model: {get: () => c, on() {}, off() {}}, el: document.getElementById('c')});"
                  "window.done = true;</script></body></html>")
     files = {"index.html": (page_html, "text/html"), "widget.js": (ESM, "text/javascript")}
     errors = []
@@ -51,10 +53,12 @@ def test_widget_renders_the_report_and_its_tabs_work():
                 content_type=files[route.request.url.rsplit("/", 1)[1]][1]))
             page.goto("http://xlanb.test/index.html")
             page.wait_for_function("window.done === true")
-            summary = page.locator("details.xlanb-w > summary").inner_text()
+            summary = page.locator("#out details.xlanb-w > summary").inner_text()
             assert "1 graph compiled" in summary
-            assert page.locator("details.xlanb-w").evaluate("d => d.open")          # a named graph: open
-            card = page.locator(".xw-card").first
+            assert page.locator("#out details.xlanb-w").evaluate("d => d.open")     # a named graph: open
+            compact = page.locator("#c")
+            assert compact.locator(".xw-card").count() == 0 and "step" in compact.locator("table").inner_text()
+            card = page.locator("#out .xw-card").first
             assert "step" in card.inner_text()
             card.locator("button.xw-tab", has_text="StableHLO").click()
             assert card.locator("pre.xw-code .h-op").count() > 3

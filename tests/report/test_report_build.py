@@ -43,19 +43,27 @@ def test_a_lazy_value_access_is_a_forced_execution_at_its_cell_line():
     assert "1 forced execution" in render_text(r)
 
 
-def test_recompile_is_explained_with_the_cell_line_of_the_changed_input():
+def recompile_of(step: str):
     ns = {"torch": torch, "xlanb": xlanb}
-    step = "with xlanb.compile(name='step'):\n    y = (x * 2).sum()\n"
     run_as_cell("x = torch.ones(4, 4, device='xla')\nxlanb.sync()", ns)
     report_of(step, ns)
     run_as_cell("x = torch.ones(5, 5, device='xla')\nxlanb.sync()", ns)
-    r = report_of(step, ns)
+    return report_of(step, ns)
+
+
+def test_recompile_names_the_changed_input_at_the_line_that_reads_it():
+    # with a graph limit, ops record their source line, and the change points at the reader
+    r = recompile_of("with xlanb.compile(name='step', max_different_graphs=4):\n    y = (x * 2).sum()\n")
     (rc,) = r.recompiles
     assert rc.graph == "step"
     assert rc.changes[0]["text"] == "input 0: f32[4,4] -> f32[5,5] (cell line 2)"
     assert "recompiled: input 0: f32[4,4] -> f32[5,5] (cell line 2)" in render_text(r)
-    ir = r.graphs[-1].ir.text
-    assert "location=cell line 2" in ir
+    assert "location=cell line 2" in r.graphs[-1].ir.text
+
+
+def test_recompile_without_op_lines_names_where_the_graph_was_built():
+    r = recompile_of("with xlanb.compile(name='step'):\n    y = (x * 2).sum()\n")
+    assert r.recompiles[0].changes[0]["text"] == "input 0: f32[4,4] -> f32[5,5] (cell line 1)"
 
 
 def test_eager_ops_are_aggregated_not_shown_one_graph_each():

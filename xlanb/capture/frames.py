@@ -5,15 +5,21 @@ from __future__ import annotations
 import linecache
 import os
 import sys
+import sysconfig
 
 import torch
 
 from xlanb.events import Frame
 
-_LIBRARY_DIRS = tuple(os.path.dirname(m.__file__) + os.sep for m in (torch,)) + (
-    os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep,
-    os.path.dirname(os.__file__) + os.sep,
-)
+# torch, xlanb itself, the standard library, and every installed package (IPython, jax, ...)
+_LIBRARY_DIRS = tuple(dict.fromkeys(
+    os.path.join(p, "") for p in (
+        os.path.dirname(torch.__file__),
+        os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+        os.path.dirname(os.__file__),
+        sysconfig.get_paths()["purelib"],
+        sysconfig.get_paths()["platlib"],
+    )))
 _HIDDEN_FILES = ("<frozen ", "contextlib.py")
 
 

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import sys
 
 from xlanb import events
 from xlanb.capture import realize
@@ -59,7 +58,6 @@ def _violation(scope, cause: str, frames) -> None:
     lines += [f"    {f.function} ({f.filename}:{f.lineno})" + (f"  {f.line}" if f.line else "") for f in frames]
     lines.append("=" * 80)
     report = "\n".join(lines)
-    print(report, file=sys.stderr)
     events.emit(events.Sync(kind="violation", name=scope.name, roots=0, cause=cause, frames=tuple(frames)))
     where = f" at {frames[0].filename}:{frames[0].lineno} ({frames[0].function})" if frames else ""
     raise UnexpectedExecution(
@@ -96,7 +94,7 @@ class CompileScope:
         state.eager = False
         state.graph_name = f"{self.name}_clear_pending"
         try:
-            realize.sync()
+            realize.sync(cause=f"xlanb.compile: pending work flushed before '{self.name}'")
         except BaseException:
             self._restore()
             raise
@@ -118,7 +116,7 @@ class CompileScope:
                     state.observer = None
                     self.detector.end()
                 state.allow_execution = True
-                realize.sync()
+                realize.sync(cause=f"end of compiled function '{self.name}'")
             elif self.detector is not None:
                 self.detector.abort()
         finally:

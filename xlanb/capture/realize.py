@@ -74,15 +74,15 @@ def pending_roots() -> list[Node]:
     return roots
 
 
-def sync(wait: bool = False) -> None:
+def sync(wait: bool = False, cause: str = "xlanb.sync") -> None:
     """Compiles and launches the pending graph of all live tensors (torch_xla's mark_step)."""
     raise_deferred()
     roots = pending_roots()
     frames = user_frames(config().max_frames) if roots else ()
-    events.emit(events.Sync(kind="mark_step", name=state.graph_name, roots=len(roots), cause="xlanb.sync",
+    events.emit(events.Sync(kind="mark_step", name=state.graph_name, roots=len(roots), cause=cause,
                             frames=frames))
     if roots:
-        execute(roots, name=state.graph_name, eager=False, cause="xlanb.sync", frames=frames, donate=True)
+        execute(roots, name=state.graph_name, eager=False, cause=cause, frames=frames, donate=True)
     state.pending.clear()
     if wait:
         executor.wait()

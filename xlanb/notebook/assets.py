@@ -190,6 +190,9 @@ export function renderReport(el, r) {
                 h("span", { class: "xw-mode", text: r.cell.mode }), r.summary.text.replace(/^xlanb \[\w+\]: /, "")));
   if (n) root.append(n);
   if (r.cell.style !== "compact") { const s = sections(r); if (s) root.append(s); }
+  else if (r.graphs.length) root.append(table(["graph", "key", "ops", "inputs", "outputs", "compile", "runs"],
+    r.graphs.map((g) => [g.name, g.key.slice(0, 8), g.nodes, tensors(g.inputs), tensors(g.outputs),
+                         ms(g.lower_ms + g.compile_ms), g.executions])));
   el.append(root);
 }
 

@@ -15,6 +15,7 @@ from xlanb import metrics
 from xlanb._config import config, set_config
 from xlanb.capture.detector import GraphLimitError
 from xlanb.capture.modes import UnexpectedExecution
+from xlanb.capture.state import state
 from xlanb.report import Cells, rewrite_locations
 
 REPORT_STYLES = ("on", "off", "compact", "full")
@@ -69,6 +70,7 @@ class XlaMagics(Magics):
         self.extension.note_compiled_cell()
         try:
             with xlanb.compile(name=name, full_graph=args.full_graph, max_different_graphs=args.max_graphs):
+                state.track_locations = True      # ops remember their cell line (the scope restores it)
                 return self._run_body(cell)
         except (UnexpectedExecution, GraphLimitError) as error:
             if len(error.args) == 1 and isinstance(error.args[0], str):   # name cell lines, not temp files

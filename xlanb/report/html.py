@@ -159,7 +159,7 @@ def render_html(r) -> str:
     notes = _notes(r)
     body = [notes]
     if r.style == "compact":
-        return _wrap(r, notes, open_=bool(notes))
+        return _wrap(r, notes + _graph_table(r), open_=bool(notes))
     body.append(_graph_table(r))
     body += [_graph_details(g, r) for g in r.graphs]
     if r.eager.compiles or r.eager.executions:

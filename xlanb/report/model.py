@@ -10,6 +10,7 @@ import dataclasses
 from typing import Any
 
 from xlanb.report.schema import REPORT_SCHEMA_VERSION
+from xlanb.report.text import render_text, summary_line
 from xlanb.report.where import Where
 
 
@@ -309,7 +310,6 @@ class CellReport:
                     or self.pending or self.errors)
 
     def to_json(self) -> dict[str, Any]:
-        from xlanb.report.text import render_text, summary_line
         summary = self.summary.to_json()
         summary["text"] = summary_line(self)
         return {

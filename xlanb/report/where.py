@@ -9,6 +9,7 @@ to. Given that map, a frame in a cell reads `cell line 3` (the current cell) or
 from __future__ import annotations
 
 import dataclasses
+import functools
 import os
 import re
 from collections.abc import Mapping
@@ -39,13 +40,14 @@ class Cells:
     def line_text(self, filename: str, lineno: int) -> str | None:
         count = self.files.get(filename)
         if count is None:
-            count = self._by_basename().get(os.path.basename(filename))
+            count = self._by_basename.get(os.path.basename(filename))
         if count is None:
             return None
         if self.current is None or count == self.current:
             return f"cell line {lineno}"
         return f"In [{count}] line {lineno}"
 
+    @functools.cached_property
     def _by_basename(self) -> dict[str, int]:
         return {os.path.basename(f): n for f, n in self.files.items()}
 
@@ -72,7 +74,7 @@ def where_of_frame(frame, cells: Cells) -> Where:
         text += f" ({frame.function})"
     count = None
     if in_cell:
-        count = cells.files.get(frame.filename, cells._by_basename().get(os.path.basename(frame.filename)))
+        count = cells.files.get(frame.filename, cells._by_basename.get(os.path.basename(frame.filename)))
     return Where(text, frame.filename, frame.lineno, frame.function, display_source(frame.line), count)
 
 

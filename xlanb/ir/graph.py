@@ -120,8 +120,12 @@ def graph_lines(graph: Graph) -> tuple[IrLine, ...]:
                                 tuple(roots.get(n, ())), True))
             continue
         operands, attrs = [], []
-        for a in n.args:
+        names = _arg_names(n.op)
+        for position, a in enumerate(n.args):
+            before = len(attrs)
             _format_arg(a, index, operands, attrs)
+            if len(attrs) == before + 1 and position < len(names) and not attrs[-1].startswith("scalar="):
+                attrs[-1] = f"{names[position]}={attrs[-1]}"
         for k, v in (n.kwargs or {}).items():
             sub_ops: list = []
             sub_attrs: list = []
@@ -141,6 +145,14 @@ def lines_text(lines) -> str:
 def graph_text(graph: Graph) -> str:
     """torch_xla-like IR text: one node a line, `%i = type op(operands), attrs`."""
     return lines_text(graph_lines(graph))
+
+
+def _arg_names(op) -> list[str]:
+    """Positional argument names from the ATen schema (for `dim=1` instead of `1`)."""
+    schema = getattr(op, "_schema", None)
+    if schema is None:
+        return []
+    return [a.name for a in schema.arguments if not a.kwarg_only]
 
 
 def _op_text(name: str) -> str:

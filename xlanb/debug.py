@@ -48,11 +48,14 @@ def hlo_text(*tensors, stage: str = "stablehlo") -> str:
         return lowered.compile().as_text()
 
 
-def explain_recompiles() -> str:
-    """Every recompile in the event log, with what changed against the nearest earlier graph."""
+def explain_recompiles(include_eager: bool = False) -> str:
+    """Every recompile in the event log, with what changed against the nearest earlier graph.
+
+    Eager-mode op graphs compile once per op shape by design; they are left out unless asked for.
+    """
     lines = []
     for e in events.log.all():
-        if isinstance(e, events.Compile) and e.recompile is not None:
+        if isinstance(e, events.Compile) and e.recompile is not None and (include_eager or not e.eager):
             lines.append(e.recompile.text())
     return "\n".join(lines) if lines else "no recompiles: every graph compiled once"
 

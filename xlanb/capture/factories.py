@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import torch
 
+from xlanb.capture.frames import user_location
 from xlanb.capture.realize import to_cpu
 from xlanb.capture.state import state
 from xlanb.capture.tensor import LazyTensor, new_tensor, write
@@ -32,7 +33,8 @@ def _record_factory(op, args: tuple, kwargs: dict):
     if rule is not None and rule.rng:
         args = (take_key(),) + args
     mark = realize.eager_mark() if state.eager else 0
-    t = new_tensor(make_node(op, str(op), args, kwargs or None, meta), meta)
+    loc = user_location() if state.track_locations else None
+    t = new_tensor(make_node(op, str(op), args, kwargs or None, meta, loc), meta)
     if state.eager:
         realize.sync_eager(mark, str(op))
     return t

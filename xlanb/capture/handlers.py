@@ -240,7 +240,8 @@ def mutation_handler(func):
             return cpu_cut(func, args, kwargs)
         if fplan.rule is not None and fplan.rule.rng:
             nargs = (take_key(),) + nargs
-        node = make_node(functional, fplan.name, nargs, nkwargs, meta)
+        loc = user_location() if state.track_locations else None
+        node = make_node(functional, fplan.name, nargs, nkwargs, meta, loc)
         for target, out in zip(targets, rec.output_nodes(node)):
             write_value(target, out)
         if not schema.returns:

@@ -7,43 +7,7 @@ import rulecheck
 from rulecheck import check, run_rule  # noqa: F401
 
 
-class _Const(int):
-    """An int that rulecheck passes through unlifted (capture lifts only Scalar arguments)."""
-
-
-def _static(x):
-    if type(x) is int:
-        return _Const(x)
-    if isinstance(x, (list, tuple)):
-        return type(x)(_static(y) for y in x)
-    return x
-
-
-_NUMBER = ("number", "Optional[number]", "List[number]")
-
-
-def ck(name, *args, atol=1e-5, rtol=1.3e-6, **kwargs):
-    """rulecheck.check, with ints lifted only where capture lifts them (Scalar args)."""
-    op = rulecheck._op(name)
-    positional = [a for a in op._schema.arguments if not a.kwarg_only]
-    types = {a.name: str(a.type) for a in op._schema.arguments}
-    args = [a if str(positional[i].type) in _NUMBER else _static(a) for i, a in enumerate(args)]
-    kwargs = {k: v if types[k] in _NUMBER else _static(v) for k, v in kwargs.items()}
-    expected = op(*args, **kwargs)
-    outs = (expected,) if isinstance(expected, torch.Tensor) else tuple(expected)
-    if not any(o.dtype == torch.bfloat16 and o.dim() == 0 for o in outs):
-        return check(name, *args, atol=atol, rtol=rtol, **kwargs)
-    # rulecheck returns 0-d bfloat16 results as shape (1,) (np.ascontiguousarray in
-    # xlanb.lower.dtypes.numpy_to_torch): compare those by value.
-    got = run_rule(name, *args, **kwargs)
-    got = (got,) if isinstance(got, torch.Tensor) else got
-    assert len(got) == len(outs)
-    for g, e in zip(got, outs):
-        assert g.dtype == e.dtype
-        if e.dim() == 0 and g.shape == (1,):
-            g = g.reshape(())
-        assert g.shape == e.shape
-        torch.testing.assert_close(g, e, atol=atol, rtol=rtol, equal_nan=True)
+ck = check    # rulecheck lifts only Scalar-typed numbers, as capture does
 
 
 def rnd(*shape, dtype=torch.float32, seed=0):

@@ -59,11 +59,11 @@ def execute(roots: list[Node], *, name: str, eager: bool, cause: str, frames=(),
         root.release(buf)
 
 
-def pending_roots() -> list[Node]:
-    """Base nodes of all live pending tensors, deduplicated, in first-pending order."""
+def pending_roots(refs=None) -> list[Node]:
+    """Base nodes of the live pending holders in `refs` (default: all), deduplicated, in order."""
     seen = set()
     roots = []
-    for ref in state.pending:
+    for ref in state.pending if refs is None else refs:
         h = ref()
         if h is None:
             continue
@@ -90,16 +90,7 @@ def sync(wait: bool = False, cause: str = "xlanb.sync") -> None:
 
 def sync_eager(mark: int, name: str) -> None:
     """Eager mode: computes what the last op made pending (state.pending[mark:])."""
-    seen = set()
-    roots = []
-    for ref in state.pending[mark:]:
-        h = ref()
-        if h is None:
-            continue
-        n = holder_node(h)
-        if n.buf is None and n not in seen:
-            seen.add(n)
-            roots.append(n)
+    roots = pending_roots(state.pending[mark:])
     if roots:
         # donating is safe only when no other pending graph may still read the old buffers
         execute(roots, name=name, eager=True, cause="eager op", donate=(mark == 0))

@@ -1,29 +1,59 @@
-# make test: set up .venv and run every test.   make lab: set up and start JupyterLab.
+# make test: set up .venv (with the JupyterLab extension built and installed), then run every test.
+# make lab:  the same set-up, then start JupyterLab on notebooks/.
+# The extension (labextension/, TypeScript) is built with npm and jupyter-builder only when
+# xlanb/labextension/ is missing or older than its sources; node >= 20.19 is needed for that.
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: setup test lab bench clean
+EXT_SRC := $(wildcard labextension/src/*.ts labextension/style/*) labextension/package.json \
+	labextension/package-lock.json labextension/tsconfig.json labextension/install.json
+EXT_NODE := labextension/node_modules/.package-lock.json
+EXT_BUILT := xlanb/labextension/package.json
+EXT_DIR := $(VENV)/share/jupyter/labextensions/xlanb-lab
+
+.PHONY: setup labextension test lab docs bench clean
 
 $(STAMP): pyproject.toml requirements-dev.txt
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -r requirements-dev.txt
-	$(PY) -m pip install --quiet -e .
+	rm -rf $(EXT_DIR)
+	# the editable install runs no npm (SKIP_JUPYTER_BUILDER): the labextension rule below builds it
+	SKIP_JUPYTER_BUILDER=1 $(PY) -m pip install --quiet -e .
 	-$(PY) -m pip uninstall --quiet --yes rfc3987-syntax
 	touch $(STAMP)
 
-setup: $(STAMP)
+$(EXT_NODE): labextension/package.json labextension/package-lock.json
+	cd labextension && npm ci --no-audit --no-fund
+
+# jupyter-builder (the npm scripts call it) comes with jupyterlab in the venv
+$(EXT_BUILT): $(EXT_NODE) $(EXT_SRC) | $(STAMP)
+	cd labextension && PATH="$(abspath $(VENV))/bin:$$PATH" npm run build:prod
+
+# installed as a copy, like the wheel's share/jupyter/labextensions/xlanb-lab
+$(EXT_DIR)/package.json: $(EXT_BUILT) $(STAMP)
+	rm -rf $(EXT_DIR)
+	mkdir -p $(dir $(EXT_DIR))
+	cp -R xlanb/labextension $(EXT_DIR)
+
+labextension: $(EXT_DIR)/package.json
+
+setup: $(STAMP) labextension
 
 test: setup
 	$(PY) -m pytest -q
 
 lab: setup
-	$(VENV)/bin/jupyter lab --notebook-dir=notebooks
+	mkdir -p notebooks
+	$(VENV)/bin/jupyter lab --ServerApp.root_dir=notebooks $(if $(filter 0,$(shell id -u)),--allow-root)
+
+docs: $(STAMP)
+	$(PY) -m mkdocs build --strict
 
 bench: setup
 	$(PY) bench/run.py
 
 clean:
-	rm -rf $(VENV) build dist *.egg-info
+	rm -rf $(VENV) build dist *.egg-info labextension/node_modules labextension/lib xlanb/labextension

@@ -25,3 +25,11 @@ def test_runnable_blocks_run(page, tmp_path):
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600,
                             cwd=tmp_path)
     assert result.returncode == 0, f"{page.name}:\n{result.stderr[-4000:]}"
+
+
+def test_site_builds_strictly(tmp_path):
+    """`make docs`: every page in the nav exists and every internal link resolves (no warnings)."""
+    root = DOCS.parent
+    result = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "-d", str(tmp_path / "site")],
+                            capture_output=True, text=True, cwd=root, timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]

@@ -41,6 +41,24 @@ class DeviceModule:
     manual_seed_all = manual_seed
 
     @staticmethod
+    def get_rng_state(device=None) -> torch.Tensor:
+        from xlanb.capture.rng import get_state
+        return get_state()
+
+    @staticmethod
+    def set_rng_state(new_state, device=None) -> None:
+        from xlanb.capture.rng import set_state
+        set_state(new_state)
+
+    @staticmethod
+    def get_rng_state_all() -> list:
+        return [DeviceModule.get_rng_state()]
+
+    @staticmethod
+    def set_rng_state_all(new_states) -> None:
+        DeviceModule.set_rng_state(new_states[0])
+
+    @staticmethod
     def synchronize(device=None) -> None:
         from xlanb.runtime.executor import wait
         wait()

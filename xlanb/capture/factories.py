@@ -66,7 +66,7 @@ def _copy_from_and_resize(src, dst):
 FACTORIES = (
     "empty.memory_format", "empty_strided", "arange", "arange.start", "arange.start_step",
     "eye", "eye.m", "linspace", "logspace", "full", "zeros", "ones", "scalar_tensor",
-    "randperm", "tril_indices", "triu_indices",
+    "randperm", "tril_indices", "triu_indices", "_efficientzerotensor",
 )
 
 

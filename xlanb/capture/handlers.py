@@ -84,8 +84,26 @@ def cpu_cut(func, args, kwargs):
         out = func(*host_args, **host_kwargs)
     if func._schema.is_mutable:     # an in-place op: write the CPU result back
         _write_back_host(func, args, host_args, host_kwargs)
-        return args[0] if func._schema.returns else None
+        return _mutable_returns(func, args, kwargs, out)
     return _to_device(out)
+
+
+def _mutable_returns(func, args, kwargs, out):
+    """What a mutable op returns: its written arguments where a return aliases one, else the
+    CPU result moved to the device."""
+    returns = func._schema.returns
+    if not returns:
+        return None
+    outs = out if len(returns) > 1 else (out,)
+    by_alias = {}
+    for i, a in enumerate(func._schema.arguments):
+        if a.alias_info is not None and a.alias_info.is_write:
+            by_alias[frozenset(a.alias_info.before_set)] = args[i] if i < len(args) else (kwargs or {}).get(a.name)
+    values = []
+    for r, o in zip(returns, outs):
+        alias = frozenset(r.alias_info.before_set) if r.alias_info is not None else None
+        values.append(by_alias[alias] if alias in by_alias else _to_device(o))
+    return values[0] if len(returns) == 1 else tuple(values)
 
 
 def _write_back_host(func, args, host_args, host_kwargs):
@@ -176,8 +194,13 @@ _OUT_NAMES = ("out", "values", "indices", "out0", "out1", "out2", "mantissa", "e
               "LU", "pivots", "sign", "logabsdet", "cloned_coefficient", "output", "grad_input")
 
 
+def _signature(arguments) -> list:
+    return [(a.name, str(a.type)) for a in arguments]
+
+
 def functional_variant(func):
-    """The out-of-place op that computes what the in-place / out= op writes."""
+    """The out-of-place op that computes what the in-place / out= op writes: the overload of
+    the base name whose arguments (names and types) are the same, minus the out= ones."""
     name = str(func)
     if name in _RANDOM_FUNCTIONAL:
         return _lookup(_RANDOM_FUNCTIONAL[name])
@@ -185,24 +208,33 @@ def functional_variant(func):
     base = schema.name.split("::")[1]
     written = [a for a in schema.arguments if a.alias_info is not None and a.alias_info.is_write]
     if written and all(a.kwarg_only for a in written):          # out= variant
+        written_names = {w.name for w in written}
         packet = getattr(aten, base, None)
-        if packet is None:
-            return None
-        inputs = [a.name for a in schema.arguments if not a.kwarg_only or a.name not in {w.name for w in written}]
-        for overload in packet.overloads():
-            op = getattr(packet, overload)
-            if op._schema.is_mutable:
-                continue
-            if [a.name for a in op._schema.arguments] == inputs:
-                return op
-        return None
-    if base.endswith("_"):
+        want = _signature([a for a in schema.arguments if a.name not in written_names])
+        overload = None
+    elif base.endswith("_"):
         packet = getattr(aten, base[:-1], None)
+        want = _signature(schema.arguments)
         overload = func._overloadname
-        if packet is not None and overload in packet.overloads():
-            op = getattr(packet, overload)
-            if not op._schema.is_mutable:
-                return op
+    else:
+        return None
+    if packet is None:
+        return None
+    candidates = []
+    for o in packet.overloads():
+        op = getattr(packet, o)
+        if not op._schema.is_mutable and _signature(op._schema.arguments) == want:
+            candidates.append(op)
+    for op in candidates:
+        if op._overloadname == overload:
+            return op
+    if candidates:
+        return candidates[0]
+    for o in packet.overloads():      # factories: zeros.out -> zeros (dtype=, device=, ... defaulted)
+        op = getattr(packet, o)
+        args = [a for a in op._schema.arguments if not (a.kwarg_only and a.has_default_value())]
+        if not op._schema.is_mutable and _signature(args) == want:
+            return op
     return None
 
 
@@ -216,10 +248,28 @@ def mutation_handler(func):
     schema = func._schema
     written = [(i, a) for i, a in enumerate(schema.arguments) if a.alias_info is not None and a.alias_info.is_write]
     if functional is None or func.is_view or len(written) > 1 and not all(a.kwarg_only for _, a in written):
+        decomp = decomposition_table.get(func)
+        if decomp is not None and not func.is_view:   # e.g. _batch_norm_with_update: copy_ into the stats
+            return decompose_handler(decomp)
+        if func._can_decompose():                     # __iand__ -> bitwise_and_, ...
+            return decompose_handler(func.decompose)
         return lambda f, args, kwargs: unsupported_mutation(f, args, kwargs)
     out_names = {a.name for _, a in written if a.kwarg_only}
+    defaults = []
+    for a in schema.arguments:
+        if a.kwarg_only:
+            continue
+        if not a.has_default_value():
+            defaults.append(None)
+        else:
+            d = a.default_value
+            defaults.append(tuple(d) if isinstance(d, list) else d)
+    defaults = tuple(defaults)
     fplan = plan_of(functional)
     iplan = plan_of(func)
+    if out_names and not any(str(a.type).startswith(("Tensor", "Optional[Tensor]", "List[Tensor]"))
+                             for a in functional._schema.arguments):
+        return _factory_out(functional, out_names)
 
     def h(func, args, kwargs):
         kwargs = kwargs or {}
@@ -234,6 +284,8 @@ def mutation_handler(func):
             return cpu_cut(func, args, kwargs)
         if out_names and nkwargs:
             nkwargs = {k: v for k, v in nkwargs.items() if k not in out_names} or None
+        if len(nargs) < len(defaults):      # the functional form may lack the in-place defaults
+            nargs = nargs + defaults[len(nargs):]
         try:
             meta = rec.infer_meta(functional, fplan, nargs, nkwargs)
         except NoMetaKernel:
@@ -242,13 +294,35 @@ def mutation_handler(func):
             nargs = (take_key(),) + nargs
         loc = user_location() if state.track_locations else None
         node = make_node(functional, fplan.name, nargs, nkwargs, meta, loc)
-        for target, out in zip(targets, rec.output_nodes(node)):
+        outs = rec.output_nodes(node)
+        if out_names:
+            for target, out in zip(targets, outs):
+                if out is not None and tensor_meta(target).shape != out.meta.shape:
+                    resize_value(target, out.meta.shape)
+        for target, out in zip(targets, outs):
             write_value(target, out)
         if not schema.returns:
             return None
         if out_names:
             return targets[0] if len(targets) == 1 else tuple(targets)
         return args[written[0][0]]
+    return h
+
+
+def _factory_out(functional, out_names):
+    """zeros(..., out=t), arange(..., out=t): the factory (constant arguments), written into t."""
+    from xlanb.capture.factories import _record_factory
+
+    def h(func, args, kwargs):
+        kwargs = dict(kwargs or {})
+        target = kwargs.pop(next(iter(out_names)))
+        if type(target) is not LazyTensor:
+            return cpu_cut(func, args, {**kwargs, next(iter(out_names)): target})
+        made = _record_factory(functional, tuple(args), {**kwargs, "dtype": target.dtype})
+        if tensor_meta(target).shape != tuple(made.shape):
+            resize_value(target, tuple(made.shape))
+        write_value(target, value(made))
+        return target
     return h
 
 
@@ -261,6 +335,82 @@ def _written_targets(written, args, kwargs) -> list:
         elif t is not None:
             targets.append(t)
     return targets
+
+
+# In-place view ops change a tensor's shape and strides (matmul of a vector uses squeeze_):
+# the new value is the out-of-place view, and torch's own kernel (Python dispatch off)
+# changes the wrapper's sizes and strides within its storage.
+_INPLACE_VIEWS = {
+    "aten.squeeze_.default": "squeeze.default", "aten.squeeze_.dim": "squeeze.dim",
+    "aten.squeeze_.dims": "squeeze.dims", "aten.unsqueeze_.default": "unsqueeze.default",
+    "aten.transpose_.default": "transpose.int", "aten.swapdims_.default": "transpose.int",
+    "aten.swapaxes_.default": "transpose.int", "aten.t_.default": "t.default",
+    "aten.as_strided_.default": "as_strided.default",
+}
+
+
+def _restride(t: LazyTensor, size, stride, offset=0) -> None:
+    """Sets the wrapper's sizes and strides (within its storage), as torch's kernels do."""
+    with torch._C._DisableTorchDispatch():
+        aten.as_strided_.default(t, list(size), list(stride), offset)
+
+
+def inplace_view_handler(view_op):
+    def h(func, args, kwargs):
+        self = args[0]
+        view = view_handler(view_op, args, kwargs)
+        with torch._C._DisableTorchDispatch():
+            func(self, *args[1:], **(kwargs or {}))
+        storage_of(self)
+        self._v, self._cv, self._cn = view._v, -1, None
+        return self
+    return h
+
+
+def _contiguous_strides(shape) -> list:
+    strides, acc = [], 1
+    for d in reversed(shape):
+        strides.append(acc)
+        acc *= max(d, 1)
+    return strides[::-1]
+
+
+def resize_value(t: LazyTensor, shape) -> None:
+    """Gives `t` the shape `shape` in place, keeping its first elements in order (resize_, and
+    out= tensors of another shape). Only within the memory the tensor has: xla tensors
+    cannot grow in place."""
+    shape = tuple(int(d) for d in shape)
+    meta = tensor_meta(t)
+    if meta.shape == shape:
+        return
+    numel = 1
+    for d in shape:
+        numel *= d
+    itemsize = torch.empty((), dtype=meta.dtype).element_size()
+    if numel * itemsize > t.untyped_storage().nbytes() or t._n is None and t._s is not None:
+        raise NotImplementedError(
+            f"resizing an xla tensor of shape {list(meta.shape)} to {list(shape)} in place is not supported "
+            "(xla tensors cannot grow, nor resize while views share their memory); allocate a tensor of "
+            "the new shape instead (for out=, pass an out tensor of the result's shape)")
+    flat = make_node(aten.reshape.default, "aten.reshape.default", (value(t), (-1,)), None,
+                     intern_meta((meta.numel,), meta.dtype))
+    part = make_node(aten.slice.Tensor, "aten.slice.Tensor", (flat, 0, 0, numel), None,
+                     intern_meta((numel,), meta.dtype))
+    new_meta = intern_meta(shape, meta.dtype)
+    node = make_node(aten.reshape.default, "aten.reshape.default", (part, shape), None, new_meta)
+    _restride(t, shape, _contiguous_strides(shape))
+    t._n = node
+    from xlanb.capture.tensor import mark_pending
+    mark_pending(t)
+
+
+def resize_(func, args, kwargs):
+    self = args[0]
+    shape = tuple(args[1].shape) if str(func).startswith("aten.resize_as_") else tuple(args[1])
+    if type(self) is not LazyTensor:
+        return cpu_cut(func, args, kwargs)
+    resize_value(self, shape)
+    return self
 
 
 def unsupported_mutation(func, args, kwargs):
@@ -308,32 +458,82 @@ def lift_fresh(func, args, kwargs):
     return args[0]
 
 
+_HALF = (torch.bfloat16, torch.float16)
+
+
+def _cast_tensor(t, dtype):
+    """t as `dtype` (a _to_copy node), for outputs whose dtype the meta kernel gets unlike CPU."""
+    if t is None or t.dtype == dtype:
+        return t
+    meta = intern_meta(tuple(t.shape), dtype)
+    return new_tensor(make_node(aten._to_copy.default, "aten._to_copy.default", (value(t),), {"dtype": dtype},
+                                meta), meta)
+
+
+def _cpu_stats_dtype(input, outs):
+    """torch's CPU norm kernels return half-precision saved statistics for half inputs; the
+    meta kernels (CUDA's convention) say float32. Follow CPU: its answer is the reference."""
+    if input.dtype not in _HALF:
+        return tuple(outs)
+    return (outs[0],) + tuple(_cast_tensor(o, input.dtype) for o in outs[1:])
+
+
 def native_batch_norm(func, args, kwargs):
     """BatchNorm updates its running stats in place although the schema says it does not:
     record the functional form and write the new stats back."""
     input, weight, bias, running_mean, running_var, training, momentum, eps = args
     if running_mean is None or running_var is None:
         op = aten._native_batch_norm_legit.no_stats
-        return rec.record(op, (input, weight, bias, training, momentum, eps), {})
+        return _cpu_stats_dtype(input, rec.record(op, (input, weight, bias, training, momentum, eps), {}))
     if not training:
         op = aten._native_batch_norm_legit_no_training.default
-        return rec.record(op, (input, weight, bias, running_mean, running_var, momentum, eps), {})
+        out = rec.record(op, (input, weight, bias, running_mean, running_var, momentum, eps), {})
+        # torch's CPU and CUDA kernels return empty saved statistics in eval mode
+        dtype = input.dtype if input.dtype in _HALF else out[1].dtype
+        empty = intern_meta((0,), dtype)
+        stats = [new_tensor(make_node(aten.zeros.default, "aten.zeros.default", ((0,),), {"dtype": dtype}, empty),
+                            empty) for _ in range(2)]
+        return out[0], stats[0], stats[1]
     op = aten._native_batch_norm_legit_functional.default
     node = rec.record_node(op, (input, weight, bias, running_mean, running_var, True, momentum, eps), {})
     outs = rec.output_nodes(node)
     write_value(running_mean, outs[3])
     write_value(running_var, outs[4])
-    return tuple(new_tensor(n, n.meta) for n in outs[:3])
+    return _cpu_stats_dtype(input, [new_tensor(n, n.meta) for n in outs[:3]])
+
+
+def batch_norm_with_update(func, args, kwargs):
+    input, weight, bias, running_mean, running_var, momentum, eps = args
+    out = native_batch_norm(func, (input, weight, bias, running_mean, running_var, True, momentum, eps), None)
+    empty = intern_meta((0,), torch.uint8)
+    reserve = new_tensor(make_node(aten.zeros.default, "aten.zeros.default", ((0,),), {"dtype": torch.uint8}, empty),
+                         empty)
+    return tuple(out) + (reserve,)
+
+
+def batch_norm_no_stats(func, args, kwargs):
+    return _cpu_stats_dtype(args[0], generic(func, args, kwargs))
+
+
+def native_layer_norm(func, args, kwargs):
+    return _cpu_stats_dtype(args[0], generic(func, args, kwargs))
 
 
 SPECIAL = {
     "aten.copy_.default": copy_,
     "aten._to_copy.default": to_copy,
     "aten._local_scalar_dense.default": local_scalar_dense,
+    "aten.item.default": local_scalar_dense,
     "aten.lift_fresh.default": lift_fresh,
     "aten.detach.default": alias_handler,
     "aten.alias.default": alias_handler,
     "aten.native_batch_norm.default": native_batch_norm,
+    "aten._native_batch_norm_legit.default": native_batch_norm,     # the same schema
+    "aten.native_layer_norm.default": native_layer_norm,
+    "aten._native_batch_norm_legit.no_stats": batch_norm_no_stats,
+    "aten._batch_norm_with_update.default": batch_norm_with_update,
+    "aten.resize_.default": resize_,
+    "aten.resize_as_.default": resize_,
 }
 
 
@@ -430,13 +630,26 @@ def make_binary(func, plan: OpPlan):
 # Choosing a handler --------------------------------------------------------------------
 
 def choose_handler(func):
+    from xlanb.capture.datadep import HANDLERS
+    handler = _choose(func)
+    wrap = HANDLERS.get(str(func))
+    return handler if wrap is None else wrap(handler)
+
+
+def _choose(func):
     name = str(func)
     if name in SPECIAL:
         return SPECIAL[name]
     schema = func._schema
+    if name in _INPLACE_VIEWS:
+        return inplace_view_handler(_lookup(_INPLACE_VIEWS[name]))
     if schema.is_mutable:
         return mutation_handler(func)
     if func.is_view:
+        # a view op without a rule (to.dtype, real, narrow.Tensor, split.sizes, ...) is a
+        # composite of ops that have one: a view step it names could not be lowered
+        if plan_of(func).rule is None and func._can_decompose():
+            return decompose_handler(func.decompose)
         return view_handler
     plan = plan_of(func)
     if plan.rule is not None:

@@ -74,6 +74,12 @@ def pending_roots(refs=None) -> list[Node]:
     return roots
 
 
+def pending_node_count() -> int:
+    """Nodes that the next sync would compute (0 when nothing is pending)."""
+    roots = pending_roots()
+    return build_graph(roots, "").compute_nodes if roots else 0
+
+
 def sync(wait: bool = False, cause: str = "xlanb.sync") -> None:
     """Compiles and launches the pending graph of all live tensors (torch_xla's mark_step)."""
     raise_deferred()
@@ -127,5 +133,7 @@ def to_cpu(t: LazyTensor, cause: str = "value access") -> torch.Tensor:
             for step in chain:
                 out = step.op(host, *step.args, **(step.kwargs or {}))
                 host = out if step.index is None else out[step.index]
+                if host.is_conj() or host.is_neg():     # _conj / _neg_view: xla values carry no bits
+                    host = host.resolve_conj().resolve_neg()
             host = host.clone()
     return host

@@ -54,3 +54,32 @@ def pending_key() -> Node | None:
     if _storage and _storage[0].node.buf is None:
         return _storage[0].node
     return None
+
+
+def get_state() -> torch.Tensor:
+    """The device RNG state (`torch.xla.get_rng_state()`), lazily: an xla uint32[2] tensor
+    holding a copy of the current key, so torch.random.fork_rng and torch's checkpointing
+    can save and restore it without running anything."""
+    from xlanb.capture.tensor import new_tensor
+    key = rng_storage().node
+    return new_tensor(make_node(torch.ops.aten.clone.default, "aten.clone.default", (key,), None, KEY_META),
+                      KEY_META)
+
+
+def set_state(new_state: torch.Tensor) -> None:
+    """Restores a state from get_state (or its CPU copy: uint32[2], or torch's 8-byte ByteTensor)."""
+    from xlanb.capture.tensor import LazyTensor, value
+    s = rng_storage()
+    if type(new_state) is LazyTensor:
+        if tuple(new_state.shape) != (2,) or new_state.dtype != torch.uint32:
+            raise ValueError(f"not an xla RNG state: {new_state.dtype}{list(new_state.shape)}")
+        # a copy: the key is overwritten (donated) by the next random op, the state must survive
+        s.node = make_node(torch.ops.aten.clone.default, "aten.clone.default", (value(new_state),), None, KEY_META)
+        mark_pending(s)
+    else:
+        host = new_state.detach().cpu().contiguous()
+        data = np.frombuffer(host.numpy().tobytes(), dtype=np.uint8)
+        if data.size != 8:
+            raise ValueError(f"not an xla RNG state: {new_state.dtype}{list(new_state.shape)}")
+        s.node = data_node(upload_numpy(data.view(np.uint32).copy()), KEY_META)
+    s.version += 1

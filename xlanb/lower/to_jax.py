@@ -97,7 +97,7 @@ def _cast_operands(x, dtype):
 
 
 class Step:
-    __slots__ = ("pos", "name", "rule", "args", "kwargs", "out_dtypes", "promote_to", "op", "meta")
+    __slots__ = ("pos", "name", "rule", "args", "kwargs", "out_dtypes", "promote_to", "op", "meta", "empty")
 
 
 def _out_dtypes(meta):
@@ -149,6 +149,7 @@ def build_function(graph: Graph):
         st.args = _template(n.args, index, slots)
         st.kwargs = _template(n.kwargs, index, slots) if n.kwargs else {}
         st.out_dtypes = _out_dtypes(n.meta)
+        st.empty = isinstance(n.name, str) and n.name.startswith(("aten.", "prims.")) and _all_empty(n.meta)
         st.promote_to = (_promotion(st.rule, st.args, st.kwargs, metas)
                          if st.rule is not None and st.rule.promote else None)
         steps.append(st)
@@ -175,7 +176,21 @@ def build_function(graph: Graph):
     return fn, floats, ints
 
 
+def _all_empty(meta) -> bool:
+    """Every output has zero elements (and there is one): nothing to compute."""
+    metas = meta if isinstance(meta, tuple) else (meta,)
+    return bool(metas) and all(m is None or 0 in m.shape for m in metas) and any(m is not None for m in metas)
+
+
+def _empty_outputs(st: Step):
+    if isinstance(st.meta, tuple):
+        return tuple(None if m is None else jnp.zeros(m.shape, d) for m, d in zip(st.meta, st.out_dtypes))
+    return jnp.zeros(st.meta.shape, st.out_dtypes)
+
+
 def run_step(st: Step, env, scalars):
+    if st.empty:      # zero-element outputs: no rule needs to handle empty inputs
+        return _empty_outputs(st)
     args = _fill(st.args, env, scalars)
     kwargs = _fill(st.kwargs, env, scalars) if st.kwargs else {}
     try:
@@ -195,17 +210,26 @@ def run_step(st: Step, env, scalars):
         raise
     except Exception as e:   # a rule bug or an unsupported argument: name the op
         raise LoweringError(f"lowering {st.name} failed: {type(e).__name__}: {e}") from e
-    return _cast_out(out, st.out_dtypes, st.name)
+    return _cast_out(out, st.out_dtypes, st.name, st.meta)
 
 
-def _cast_out(out, dtypes, name):
+def _cast_out(out, dtypes, name, meta=None):
     if isinstance(dtypes, tuple):
         if not isinstance(out, (tuple, list)) or len(out) != len(dtypes):
             raise LoweringError(f"lowering {name} returned {type(out).__name__}, expected {len(dtypes)} outputs")
-        return tuple(None if d is None else _as(o, d) for o, d in zip(out, dtypes))
+        metas = meta if isinstance(meta, tuple) else (None,) * len(dtypes)
+        return tuple(None if d is None else _checked(_as(o, d), m, name) for o, d, m in zip(out, dtypes, metas))
     if isinstance(out, (tuple, list)):
         raise LoweringError(f"lowering {name} returned {len(out)} outputs, expected one")
-    return _as(out, dtypes)
+    return _checked(_as(out, dtypes), meta, name)
+
+
+def _checked(x, meta, name):
+    """A rule's result must have the shape torch's meta kernel gave the tensor: a value of
+    another shape would be read as the wrong numbers (never silently)."""
+    if isinstance(meta, Meta) and tuple(x.shape) != tuple(meta.shape):
+        raise LoweringError(f"lowering {name} returned shape {tuple(x.shape)}, torch expects {tuple(meta.shape)}")
+    return x
 
 
 def _as(x, dtype):

@@ -11,7 +11,9 @@ from xlanb import events
 from xlanb._config import config
 from xlanb.capture import realize
 from xlanb.capture.frames import user_frames
+from xlanb.capture.realize import pending_node_count
 from xlanb.capture.state import state
+from xlanb.runtime.cache import compiled_cache
 from xlanb.report import CellContext, Cells, build_report, snapshot_pending
 
 
@@ -124,7 +126,9 @@ class Extension:
         mode = "compiled" if cell.compiled else ("eager" if state.eager else "lazy")
         ctx = CellContext(
             execution_count=result.execution_count, cell_id=cell.cell_id, mode=mode, style=style, cells=cells,
-            started=cell.started, finished=time.time(), extra_frames=cell.extra_frames)
+            started=cell.started, finished=time.time(), extra_frames=cell.extra_frames,
+            state={"mode": "eager" if state.eager else "lazy", "pending_nodes": pending_node_count(),
+                   "cache_size": len(compiled_cache)})
         report = build_report(evs, ctx, pending)
         return None if report.empty else report
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import re
 from collections.abc import Mapping
+from typing import Any
 
 from xlanb import events as ev
 from xlanb.report.dag import draw_dag
@@ -34,6 +35,8 @@ class CellContext:
     finished: float | None = None
     # frames the notebook recorded for events that carry none (CPU fallbacks), by event seq
     extra_frames: Mapping[int, tuple] = dataclasses.field(default_factory=dict)
+    # the runtime when the cell ended: {"mode", "pending_nodes", "cache_size"} (status bars read it)
+    state: Mapping[str, Any] | None = None
 
 
 def counter_op(name: str) -> str:
@@ -196,7 +199,8 @@ def build_report(evs, ctx: CellContext = CellContext(), pending=None) -> CellRep
         cached=_cached_runs(evs, {c.key for c in compiles}), eager=_eager(evs, ctx.style == "full"),
         forced=forced, fallbacks=fallbacks, recompiles=tuple(g.recompile for g in graphs if g.recompile),
         pending=pending, errors=errors,
-        timeline=Timeline(spans, omitted, timeline_svg(spans, end_ms) if spans else ""))
+        timeline=Timeline(spans, omitted, timeline_svg(spans, end_ms) if spans else ""),
+        state=dict(ctx.state) if ctx.state is not None else None)
 
 
 def _transfers(evs, direction: str) -> Transfers:

@@ -300,6 +300,7 @@ class CellReport:
     pending: PendingIR | None = None
     errors: tuple[str, ...] = ()
     timeline: Timeline = Timeline()
+    state: dict | None = None    # the runtime at the end of the cell (schema 1.1)
 
     @property
     def empty(self) -> bool:
@@ -326,5 +327,6 @@ class CellReport:
             "pending": self.pending.to_json() if self.pending else None,
             "errors": list(self.errors),
             "timeline": self.timeline.to_json(),
+            "state": self.state,
             "text": render_text(self),
         }

@@ -6,7 +6,7 @@ field is only ever added in a minor, and removed or changed in meaning in a majo
 
 from __future__ import annotations
 
-REPORT_SCHEMA_VERSION = "1.0"
+REPORT_SCHEMA_VERSION = "1.1"
 MIME_TYPE = "application/vnd.xlanb.report+json"
 
 _where = {"type": ["object", "null"], "required": ["text"], "properties": {
@@ -61,6 +61,9 @@ SCHEMA: dict = {
                  "recompiles", "pending", "errors", "timeline", "text"],
     "properties": {
         "version": {"type": "string", "pattern": r"^1\.\d+$"},
+        "state": {"type": ["object", "null"], "properties": {
+            "mode": {"enum": ["eager", "lazy"]}, "pending_nodes": {"type": "integer", "minimum": 0},
+            "cache_size": {"type": "integer", "minimum": 0}}},
         "cell": {"type": "object", "required": ["execution_count", "mode", "style"], "properties": {
             "execution_count": {"type": ["integer", "null"]}, "cell_id": {"type": ["string", "null"]},
             "mode": {"enum": ["eager", "lazy", "compiled"]}, "style": {"enum": ["on", "compact", "full"]},

@@ -101,7 +101,7 @@ def full(size, fill_value, *, dtype=None, layout=None, device=None, pin_memory=N
     return _full(size, fill_value, _dt(dtype, _infer_dtype(fill_value)))
 
 
-@lowers("aten.zeros.default")
+@lowers("aten.zeros.default", "aten._efficientzerotensor.default")
 def zeros(size, *, dtype=None, layout=None, device=None, pin_memory=None):
     return jnp.zeros(_shape(size), _dt(dtype, default_float()))
 
@@ -158,12 +158,14 @@ def _space(start, end, steps, out, base=None):
         s = jnp.trunc(jnp.asarray(start, cdt))
         e = jnp.trunc(jnp.asarray(end, cdt))
     else:
-        # half types: start/end rounded to the output dtype, arithmetic in float32
+        # half types: like torch's BFloat16/Half arithmetic, every operation computes in float32
+        # and rounds to the output dtype
         cdt = np.dtype(np.float32) if out in _HALF else out
         rnd = (lambda x: x.astype(out).astype(cdt)) if out in _HALF else (lambda x: x)  # noqa: E731
         s = rnd(jnp.asarray(start).astype(cdt))
         e = rnd(jnp.asarray(end).astype(cdt))
-        rnd = lambda x: x  # noqa: E731
+        if base is not None:      # logspace: the exponents stay in float32 (matches torch's results)
+            rnd = lambda x: x  # noqa: E731
     if steps == 1:
         if base is not None:      # torch fills pow(base, start) computed in double
             f = np.dtype(np.complex128) if cplx else np.dtype(np.float64)
@@ -172,7 +174,9 @@ def _space(start, end, steps, out, base=None):
         vals = s.reshape(1)
     else:
         idx = jnp.arange(steps)
-        step = rnd((e - s) / jnp.asarray(steps - 1, cdt))
+        # the barrier keeps XLA from turning the division by a constant into a multiplication by
+        # its rounded reciprocal (1 ulp off, and a wrong integer after trunc)
+        step = rnd((e - s) / jax.lax.optimization_barrier(jnp.asarray(steps - 1, cdt)))
         up = rnd(s + rnd(step * rnd(idx.astype(cdt))))
         down = rnd(e - rnd(step * rnd((steps - idx - 1).astype(cdt))))
         vals = jnp.where(idx < steps // 2, up, down)

@@ -181,8 +181,22 @@ def index(x, indices):
     return x[idx]
 
 
+def _masked_put(x, indices, values, accumulate):
+    """x[mask] = v (one boolean mask after leading slices, v a single value): a select."""
+    lead = next(k for k, i in enumerate(indices) if i is not None)
+    mask = indices[lead]
+    mask = mask.reshape((1,) * lead + mask.shape + (1,) * (x.ndim - lead - mask.ndim))
+    v = jnp.reshape(values, ()).astype(x.dtype)
+    if accumulate:
+        return jnp.where(mask, x + v, x) if x.dtype != jnp.bool_ else jnp.where(mask, x | v, x)
+    return jnp.where(mask, v, x)
+
+
 @lowers("aten.index_put.default", "aten._unsafe_index_put.default")
 def index_put(x, indices, values, accumulate=False):
+    given = [i for i in indices if i is not None]
+    if len(given) == 1 and given[0].dtype == np.bool_ and jnp.size(values) == 1:
+        return _masked_put(x, indices, values, accumulate)
     idx = _index_tuple(indices)
     if accumulate:
         return _scatter(x, idx, values, "sum")
@@ -328,3 +342,13 @@ def bucketize(x, boundaries, *, out_int32=False, right=False):
 def bucketize_scalar(x, boundaries, *, out_int32=False, right=False):
     value = _scalar_operand(x, boundaries)
     return _searchsorted(boundaries, value, out_int32, right, None, None)
+
+
+@lowers("aten.nonzero_static.default")
+def nonzero_static(x, *, size, fill_value=-1):
+    """The first `size` nonzero positions (row-major), padded with fill_value (capture gives
+    nonzero() its exact count, computed first)."""
+    if x.ndim == 0:
+        return jnp.zeros((size, 0), np.int64)
+    cols = jnp.nonzero(x, size=size, fill_value=fill_value)
+    return jnp.stack([c.astype(np.int64) for c in cols], axis=1)

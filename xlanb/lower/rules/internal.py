@@ -39,6 +39,14 @@ def apply_view(x, spec):
 @lowers("xlanb.view_scatter")
 def view_scatter(base, src, chain):
     """Writes `src` into the part of `base` that the view chain selects."""
+    if chain and chain[0][0] == "aten.view_as_real.default":      # complex base, real view
+        r = view_scatter(jnp.stack([jnp.real(base), jnp.imag(base)], axis=-1), src, chain[1:])
+        return jax.lax.complex(r[..., 0], r[..., 1]).astype(base.dtype)
+    if chain and chain[0][0] == "aten.view_as_complex.default":   # real base, complex view
+        c = view_scatter(jax.lax.complex(base[..., 0], base[..., 1]), src, chain[1:])
+        return jnp.stack([jnp.real(c), jnp.imag(c)], axis=-1).astype(base.dtype)
+    if not chain:
+        return jnp.broadcast_to(src, base.shape).astype(base.dtype)
     reinterpreted = False
     for spec in chain:
         if spec[0] in ("aten.view_as_real.default", "aten.view_as_complex.default"):

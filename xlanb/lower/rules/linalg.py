@@ -60,7 +60,11 @@ def _matmul(a, b):
 
 
 def _scale_add(self, prod, beta, alpha):
-    """beta * self + alpha * prod; a Python-0 beta ignores self (even NaN/inf)."""
+    """beta * self + alpha * prod; a Python-0 beta ignores self (even NaN/inf). For integer
+    and bool results torch converts alpha and beta to the result dtype first (0.6 -> 0)."""
+    if not jnp.issubdtype(prod.dtype, jnp.inexact):
+        alpha = alpha if _is_py_one(alpha) else jnp.asarray(alpha).astype(prod.dtype)
+        beta = beta if _is_py_one(beta) or _is_py_zero(beta) else jnp.asarray(beta).astype(prod.dtype)
     out = prod if _is_py_one(alpha) else alpha * prod
     if _is_py_zero(beta):
         return out
@@ -101,12 +105,18 @@ def _take_rows(x, perm):
 
 def _lu(a):
     """(LU, 0-based pivots, permutation): a[perm] = L @ U."""
+    if a.size == 0:     # LAPACK handles empty matrices and batches; XLA's lu does not
+        k = min(a.shape[-2:])
+        return (a, jnp.zeros(a.shape[:-2] + (k,), jnp.int32),
+                jnp.broadcast_to(jnp.arange(a.shape[-2], dtype=jnp.int32), a.shape[:-1]))
     return lax.linalg.lu(a)
 
 
 def _lu_info(lu_):
     """LAPACK getrf info: 1 + index of the first exactly-zero pivot, else 0."""
     k = min(lu_.shape[-2:])
+    if k == 0 or lu_.size == 0:
+        return jnp.zeros(lu_.shape[:-2], jnp.int32)
     d = jnp.diagonal(lu_, axis1=-2, axis2=-1)[..., :k]
     zero = d == 0
     first = jnp.argmax(zero, axis=-1).astype(jnp.int32) + 1
@@ -379,6 +389,8 @@ def _cholesky_info(A):
 
 def _cholesky(A, upper):
     """(L or U, info); A's lower (upper when `upper`) triangle is read, as in torch."""
+    if A.size == 0:
+        return A, jnp.zeros(A.shape[:-2], jnp.int32)
     X = _mH(A) if upper else A
     L = lax.linalg.cholesky(X, symmetrize_input=False)
     failed = jnp.isnan(jnp.real(jnp.diagonal(L, axis1=-2, axis2=-1)))

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jax import lax
 
 from xlanb.lower.registry import lowers
@@ -144,7 +145,10 @@ def native_dropout(key, input, p, train=None):
 
 @lowers("aten.native_dropout_backward.default")
 def native_dropout_backward(grad_output, mask, scale):
-    return grad_output * mask.astype(grad_output.dtype) * jnp.asarray(scale, grad_output.dtype)
+    g = grad_output
+    if not jnp.issubdtype(g.dtype, jnp.inexact):      # bool/int grads: torch computes in float
+        g = g.astype(jnp.float32)
+    return g * mask.astype(g.dtype) * jnp.asarray(scale, g.dtype)
 
 
 # Padding -----------------------------------------------------------------------------------
@@ -166,7 +170,21 @@ def constant_pad_nd(self, pad, value=0):
     return lax.pad(self, fill, [(lo, hi, 0) for lo, hi in _pairs(self, pad)])
 
 
+def _edge_pad(x, padding):
+    """Replication padding as torch computes it: output i reads input clamp(i - before, 0, n - 1)
+    (negative padding crops, and may crop past the input: then the edge repeats)."""
+    for axis, (lo, hi) in enumerate(_pairs(x, padding)):
+        if lo == 0 and hi == 0:
+            continue
+        n = x.shape[axis]
+        idx = np.clip(np.arange(n + lo + hi) - lo, 0, n - 1)
+        x = jnp.take(x, idx, axis=axis)
+    return x
+
+
 def _mode_pad(x, padding, mode):
+    if mode == "edge":
+        return _edge_pad(x, padding)
     pairs = _pairs(x, padding)
     # negative padding crops (torch allows it for replication / reflection too)
     crop = tuple(slice(-lo if lo < 0 else None, hi if hi < 0 else None) for lo, hi in pairs)

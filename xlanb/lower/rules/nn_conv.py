@@ -28,6 +28,13 @@ def _compute_dtype(x):
     return x.dtype if jnp.issubdtype(x.dtype, jnp.inexact) else jnp.float32
 
 
+def _precision_kw(x, w) -> dict:
+    """torch's precision: half types accumulate in float32 (one rounding at the end)."""
+    if x.dtype in (jnp.bfloat16, jnp.float16) or w.dtype in (jnp.bfloat16, jnp.float16):
+        return {"preferred_element_type": jnp.float32}
+    return {}
+
+
 def _conv(x, w, bias, stride, padding, dilation, transposed, output_padding, groups):
     k = w.ndim - 2
     unbatched = x.ndim == k + 1
@@ -39,7 +46,7 @@ def _conv(x, w, bias, stride, padding, dilation, transposed, output_padding, gro
     if not transposed:
         out = lax.conv_general_dilated(x, w, window_strides=stride, padding=[(p, p) for p in padding],
                                        rhs_dilation=dilation, dimension_numbers=dn,
-                                       feature_group_count=groups)
+                                       feature_group_count=groups, **_precision_kw(x, w))
     else:
         output_padding = expand(output_padding, k)
         cin, cout_g = w.shape[0], w.shape[1]
@@ -54,7 +61,7 @@ def _conv(x, w, bias, stride, padding, dilation, transposed, output_padding, gro
         dn = lax.conv_dimension_numbers(x.shape, wt.shape, _dims(k))
         out = lax.conv_general_dilated(x, wt, window_strides=(1,) * k, padding=pads, lhs_dilation=stride,
                                        rhs_dilation=dilation, dimension_numbers=dn,
-                                       feature_group_count=groups)
+                                       feature_group_count=groups, **_precision_kw(x, wt))
     if bias is not None:
         out = out + bias.astype(out.dtype).reshape((1, -1) + (1,) * k)
     return out[0] if unbatched else out
@@ -73,8 +80,8 @@ def convolution_backward(grad_output, input, weight, bias_sizes, stride, padding
     if want_in or want_w:
         def f(x, w):
             return _conv(x, w, None, stride, padding, dilation, transposed, output_padding, groups)
-        _, vjp = jax.vjp(f, input, weight)
-        gi, gw = vjp(grad_output.astype(input.dtype))
+        out, vjp = jax.vjp(f, input, weight)
+        gi, gw = vjp(grad_output.astype(out.dtype))
         grad_input = gi if want_in else None
         grad_weight = gw if want_w else None
     if want_b:

@@ -65,6 +65,10 @@ def cdist_forward(x1, x2, p, compute_mode):
 
 @lowers("aten._cdist_backward.default")
 def cdist_backward(grad, x1, x2, p, cdist):
+    """torch's kernel: the gradient over the broadcast batch (the autograd engine sums it to
+    x1's shape), and zeros of x1's own shape when any size is 0."""
+    if x1.size == 0 or x2.size == 0 or grad.size == 0:
+        return jnp.zeros(x1.shape, x1.dtype)
     dtype = acc_dtype(x1.dtype)
     x1, x2 = x1.astype(dtype), x2.astype(dtype)
     diff = x1[..., :, None, :] - x2[..., None, :, :]

@@ -53,8 +53,14 @@ def _batch_norm(input, weight, bias, running_mean, running_var, training, moment
         mean = running_mean.astype(dtype)
         invstd = 1 / jnp.sqrt(running_var.astype(dtype) + eps)
         new_mean, new_var = running_mean, running_var
-    out = (x - mean.reshape(shape)) * invstd.reshape(shape)
-    out = _affine(out, weight, bias, shape)
+    if training and input.dtype != dtype and all(p is None or p.dtype == input.dtype
+                                                 for p in (weight, bias, running_mean, running_var)):
+        # torch's CPU kernel keeps half-precision statistics (parameters of the input's dtype)
+        mean, invstd = mean.astype(input.dtype).astype(dtype), invstd.astype(input.dtype).astype(dtype)
+    # torch's CPU kernel: out = x * alpha + beta, alpha = invstd * weight, beta = bias - mean * alpha
+    alpha = invstd if weight is None else invstd * weight.astype(dtype)
+    beta = -mean * alpha if bias is None else bias.astype(dtype) - mean * alpha
+    out = x * alpha.reshape(shape) + beta.reshape(shape)
     return out.astype(input.dtype), mean, invstd, new_mean, new_var
 
 

@@ -80,8 +80,9 @@ def _is_weak(x) -> bool:
     return bool(getattr(aval, "weak_type", False))
 
 
-def torch_promote(*xs, kind=ELEMENTWISE_TYPE_PROMOTION_KIND.DEFAULT):
-    """torch's computation dtype for these jax operands (weak 0-d arrays act as Python numbers)."""
+def torch_promote(*xs, kind=ELEMENTWISE_TYPE_PROMOTION_KIND.DEFAULT, result=False):
+    """torch's computation dtype for these jax operands (weak 0-d arrays act as Python numbers);
+    its result dtype with result=True."""
     examples = []
     for x in xs:
         if x is None:
@@ -98,8 +99,8 @@ def torch_promote(*xs, kind=ELEMENTWISE_TYPE_PROMOTION_KIND.DEFAULT):
                 examples.append(2.0)
         else:
             examples.append(torch.empty(tuple(x.shape), dtype=to_torch_dtype(dt), device="meta"))
-    compute, _ = elementwise_dtypes(*examples, type_promotion_kind=kind)
-    return to_jax_dtype(compute)
+    compute, out = elementwise_dtypes(*examples, type_promotion_kind=kind)
+    return to_jax_dtype(out if result else compute)
 
 
 # Arithmetic ---------------------------------------------------------------------------------
@@ -135,6 +136,13 @@ def mul(self, other):
 @lowers("aten.div.Tensor", "aten.div.Scalar", promote="float")
 def div(self, other):
     return jnp.true_divide(self, other)
+
+
+def _cast_to(x, dtype):
+    """An operand in the computation dtype (weak Python scalars stay weak, as promote="same" does)."""
+    if isinstance(x, (int, float, bool)):
+        return x
+    return x.astype(dtype) if x.dtype != dtype else x
 
 
 def _trunc_div_int(a, b):
@@ -176,8 +184,30 @@ def _floor_div(a, b):
     return floor_div_int(a, b)
 
 
-@lowers("aten.div.Tensor_mode", "aten.div.Scalar_mode", promote="same")
+def _half_div_mode(a, b, rounding_mode, half):
+    """torch's CPU kernels for bfloat16/float16 round every intermediate result (trunc(a / b) and
+    div_floor_floating in Vectorized<half> arithmetic): the same roundings, to the same answer."""
+    f32 = jnp.float32
+    r = lambda x: x.astype(half).astype(f32)  # noqa: E731
+    a, b = jnp.broadcast_arrays(jnp.asarray(a).astype(f32), jnp.asarray(b).astype(f32))
+    if rounding_mode == "trunc":
+        return jnp.trunc(r(a / b))
+    mod = r(lax.rem(a, b))
+    div = r(r(a - mod) / b)
+    div = jnp.where((mod != 0) & ((b < 0) != (mod < 0)), r(div - 1), div)
+    fl = r(jnp.floor(div))
+    fl = jnp.where(r(div - fl) > 0.5, r(fl + 1), fl)
+    out = jnp.where(div != 0, fl, jnp.copysign(jnp.zeros_like(a), r(a / b)))
+    return jnp.where(b == 0, r(a / b), out)
+
+
+@lowers("aten.div.Tensor_mode", "aten.div.Scalar_mode")
 def div_mode(self, other, *, rounding_mode=None):
+    out_dtype = torch_promote(self, other, result=True)
+    if rounding_mode is not None and out_dtype in (jnp.bfloat16, jnp.float16):
+        return _half_div_mode(self, other, rounding_mode, out_dtype)
+    compute = torch_promote(self, other)
+    self, other = _cast_to(self, compute), _cast_to(other, compute)
     if rounding_mode is None:
         if not is_float(self):
             self, other = as_float(self), as_float(other)
@@ -278,6 +308,9 @@ def abs_(x):
 def sign(x):
     if is_bool(x):
         return x
+    if jnp.iscomplexobj(x):       # sgn: x / |x|, 0 at 0
+        mag = jnp.abs(x)
+        return jnp.where(mag == 0, jnp.zeros_like(x), x / jnp.where(mag == 0, 1, mag).astype(x.dtype))
     if is_float(x):
         return (x > 0).astype(x.dtype) - (x < 0).astype(x.dtype)
     return jnp.sign(x)

@@ -1,0 +1,333 @@
+/**
+ * The cell report as DOM: the same facts as the widget and the HTML fallback
+ * (xlanb/notebook/assets.py, xlanb/report/html.py): the summary line, notes (recompiles,
+ * forced executions, CPU fallbacks, errors, pending IR), a table of graphs, and one collapsible
+ * section per graph with its IR, DAG, StableHLO, optimized HLO and cost analysis.
+ */
+
+import { codeBox, formatBytes, formatMs, h, kvTable, plural, svgBox, table, tabs, tensorsText } from './dom';
+import { IGraph, IPending, IReport, isSupported } from './types';
+
+export interface IRenderOptions {
+  /** Output produced in this session; untrusted SVG is shown through <img>. */
+  trusted: boolean;
+}
+
+function whereText(g: { where: { text: string } | null }): string {
+  return g.where ? ` at ${g.where.text}` : '';
+}
+
+export function pendingText(p: IPending): string {
+  const held = p.tensors
+    .slice(0, 8)
+    .map(t => `${t.name} (${t.type})`)
+    .join(', ');
+  const more = p.tensors.length > 8 ? `, ... (${p.tensors.length} named)` : '';
+  const unnamed = p.unnamed ? `${held ? '; ' : ''}${p.unnamed} unnamed` : '';
+  return `${plural(p.nodes, 'node')} left behind, held by ${held}${more}${unnamed} (xlanb.sync() or a value access computes it)`;
+}
+
+function notes(r: IReport): HTMLElement | null {
+  const ul = h('ul', { class: 'xl-notes' });
+  const add = (kind: string, label: string, text: string) =>
+    ul.append(h('li', { class: `xl-note-${kind}` }, h('span', { class: `xl-tag xl-${kind}`, text: label }), text));
+  for (const g of r.graphs) {
+    if (g.recompile) {
+      add('recompile', 'recompiled', `graph ${g.name}: ${g.recompile.text}`);
+    }
+  }
+  for (const f of r.forced) {
+    const src = f.where && f.where.source ? `: ${f.where.source}` : '';
+    const n = f.count > 1 ? ` (x${f.count})` : '';
+    const violation = f.kind === 'violation';
+    add(
+      violation ? 'error' : 'forced',
+      violation ? 'violation' : 'forced',
+      `${f.cause} in graph ${f.graph}${whereText(f)}${src}${n}`
+    );
+  }
+  for (const f of r.fallbacks) {
+    const g = f.graphs.length ? ` in graph ${f.graphs.join(', ')}` : '';
+    const n = f.count > 1 ? `, ran ${f.count}x` : '';
+    add('fallback', 'CPU fallback', `${f.op} (${f.reason})${g}${whereText(f)}${n}`);
+  }
+  for (const e of r.errors) {
+    if (!e.startsWith('Unexpected execution')) {
+      add('error', 'error', e); // violations are listed above
+    }
+  }
+  if (r.pending) {
+    add('pending', 'pending', pendingText(r.pending));
+  }
+  return ul.children.length ? ul : null;
+}
+
+function graphTable(r: IReport): HTMLElement | null {
+  if (!r.graphs.length && !r.cached.length) {
+    return null;
+  }
+  const rows: (Node | string | number)[][] = r.graphs.map(g => [
+    h('b', { text: g.name }),
+    h('code', { text: g.key.slice(0, 8) }),
+    g.nodes,
+    h('code', { text: tensorsText(g.inputs) + (g.scalars ? ` + ${plural(g.scalars, 'scalar')}` : '') }),
+    h('code', { text: tensorsText(g.outputs) }),
+    formatMs(g.lower_ms),
+    formatMs(g.compile_ms) + (g.persistent_hit ? ' (disk)' : ''),
+    g.executions,
+    formatMs(g.execute_ms),
+    g.where ? g.where.text : ''
+  ]);
+  for (const c of r.cached) {
+    rows.push([
+      h('b', { text: c.name }),
+      h('code', { text: c.key.slice(0, 8) }),
+      h('span', { class: 'xl-muted', text: 'cache hit' }),
+      '',
+      '',
+      '',
+      '',
+      c.executions,
+      formatMs(c.execute_ms),
+      ''
+    ]);
+  }
+  const t = table(
+    ['graph', 'key', 'ops', 'inputs', 'outputs', 'lower', 'compile', 'runs', 'execute', 'where'],
+    rows,
+    [2, 5, 6, 7, 8]
+  );
+  t.classList.add('xl-graphs');
+  return t;
+}
+
+/**
+ * The tabs of one graph: overview, IR, DAG, StableHLO, optimized HLO, cost. `compact` (the
+ * sidebar) keeps IR, StableHLO, optimized HLO and DAG, with short labels.
+ */
+export function graphTabs(g: IGraph, opts: IRenderOptions, initial = 0, compact = false): HTMLElement {
+  const items: [string, () => HTMLElement][] = [];
+  const overview: [string, () => HTMLElement] = [
+    'Overview',
+    () => {
+      const rows: [string, string][] = [['cause', g.cause + whereText(g)]];
+      if (g.where && g.where.source) {
+        rows.push(['line', g.where.source]);
+      }
+      rows.push(['inputs', tensorsText(g.inputs) + (g.scalars ? ` + ${plural(g.scalars, 'scalar')}` : '')]);
+      rows.push(['outputs', tensorsText(g.outputs)]);
+      rows.push([
+        'compile',
+        `lower ${formatMs(g.lower_ms)}, compile ${formatMs(g.compile_ms)}${g.persistent_hit ? ' (disk cache)' : ''}`
+      ]);
+      rows.push(['execute', `${g.executions}x, ${formatMs(g.execute_ms)}`]);
+      if (g.recompile) {
+        rows.push(['why it recompiled', `${g.recompile.text} (against graph ${g.recompile.against.slice(0, 8)})`]);
+      }
+      if (g.fallback_ops.length) {
+        rows.push(['CPU fallback ops', g.fallback_ops.join(', ')]);
+      }
+      return kvTable(rows);
+    }
+  ];
+  if (!compact) {
+    items.push(overview);
+  }
+  items.push([
+    compact ? 'IR' : `IR (${g.ir.nodes})`,
+    () => codeBox(g.ir.text, { note: g.ir.truncated ? 'truncated: %xla_report full shows every line' : '' })
+  ]);
+  let dagTab: [string, () => HTMLElement] | null = null;
+  if (g.dag) {
+    const dag = g.dag;
+    const note =
+      dag.collapsed === 'groups'
+        ? 'chains and single-use inputs grouped'
+        : dag.collapsed === 'layers'
+          ? 'collapsed to one box per layer'
+          : '';
+    dagTab = [
+      'DAG',
+      () => h('div', {}, note ? h('div', { class: 'xl-muted', text: note }) : null, svgBox(dag.svg, opts.trusted))
+    ];
+    if (!compact) {
+      items.push(dagTab);
+    }
+  }
+  const stages: [string, 'stablehlo' | 'optimized'][] = [
+    ['StableHLO', 'stablehlo'],
+    [compact ? 'Optimized' : 'Optimized HLO', 'optimized']
+  ];
+  for (const [title, key] of stages) {
+    const stage = g.hlo ? g.hlo[key] : null;
+    if (stage) {
+      items.push([
+        title,
+        () =>
+          codeBox(stage.text, {
+            hideMeta: key === 'optimized',
+            note: `${plural(stage.lines, 'line')}${stage.truncated ? ', truncated' : ''}`
+          })
+      ]);
+    }
+  }
+  if (compact) {
+    if (dagTab) {
+      items.push(dagTab);
+    }
+    return tabs(items, initial);
+  }
+  if (g.cost || g.memory) {
+    items.push([
+      'Cost',
+      () => {
+        const box = h('div', { class: 'xl-cost' });
+        if (g.cost) {
+          box.append(
+            h('b', { text: 'cost analysis' }),
+            kvTable(
+              Object.entries(g.cost).map(([k, v]) => [
+                k,
+                k.includes('bytes') ? formatBytes(v) : Number(v).toLocaleString()
+              ])
+            )
+          );
+        }
+        if (g.memory) {
+          box.append(
+            h('b', { text: 'memory analysis' }),
+            kvTable(Object.entries(g.memory).map(([k, v]) => [k, formatBytes(v)]))
+          );
+        }
+        return box;
+      }
+    ]);
+  }
+  return tabs(items, initial);
+}
+
+function graphSection(g: IGraph, r: IReport, opts: IRenderOptions): HTMLElement {
+  const d = h('details', { class: 'xl-graph', 'data-graph': g.name });
+  const summary = h(
+    'summary',
+    {},
+    h('span', { class: 'xl-gname', text: g.name }),
+    ' ',
+    h('code', { class: 'xl-key', text: `[${g.key.slice(0, 8)}]` }),
+    h(
+      'span',
+      { class: 'xl-muted' },
+      ` ${plural(g.nodes, 'op')} \u00b7 compile ${formatMs(g.lower_ms + g.compile_ms)}` +
+        `${g.persistent_hit ? ' (disk cache)' : ''} \u00b7 ran ${g.executions}x`
+    ),
+    g.recompile ? h('span', { class: 'xl-tag xl-recompile xl-small', text: 'recompiled' }) : null
+  );
+  d.append(summary);
+  // built on first open: big reports stay cheap until someone looks
+  let body: HTMLElement | null = null;
+  d.addEventListener('toggle', () => {
+    if ((d as HTMLDetailsElement).open && !body) {
+      body = graphTabs(g, opts, r.cell.style === 'full' ? 1 : 0);
+      d.append(body);
+    }
+  });
+  return d;
+}
+
+function eagerSection(r: IReport): HTMLElement | null {
+  const e = r.eager;
+  if (!e || (!e.compiles && !e.executions)) {
+    return null;
+  }
+  const d = h(
+    'details',
+    { class: 'xl-eager' },
+    h(
+      'summary',
+      {},
+      `eager ops: ${e.compiles} compiled (${formatMs(e.compile_ms)}), ${e.executions} run (${formatMs(e.execute_ms)})`
+    )
+  );
+  if (e.ops.length) {
+    d.append(
+      table(
+        ['op', 'signature', 'compiles', 'compile'],
+        e.ops.map(o => [h('code', { text: o.op }), h('code', { text: o.signature }), o.compiles, formatMs(o.compile_ms)]),
+        [2, 3]
+      )
+    );
+  }
+  return d;
+}
+
+function pendingSection(p: IPending, opts: IRenderOptions): HTMLElement {
+  const d = h('details', { class: 'xl-pending-ir' }, h('summary', {}, `pending IR (${plural(p.nodes, 'node')})`));
+  const items: [string, () => HTMLElement][] = [['IR', () => codeBox(p.ir.text)]];
+  if (p.dag) {
+    const svg = p.dag.svg;
+    items.push(['DAG', () => svgBox(svg, opts.trusted)]);
+  }
+  d.append(tabs(items));
+  return d;
+}
+
+function timelineSection(r: IReport, opts: IRenderOptions): HTMLElement | null {
+  if (!r.timeline || !r.timeline.spans.length) {
+    return null;
+  }
+  const more = r.timeline.omitted ? ` (${r.timeline.omitted} short spans not drawn)` : '';
+  return h(
+    'details',
+    { class: 'xl-timeline' },
+    h('summary', {}, `timeline${more}`),
+    svgBox(r.timeline.svg, opts.trusted)
+  );
+}
+
+/** The report as one element. A report of another major version shows its text. */
+export function renderReport(r: unknown, opts: IRenderOptions): HTMLElement {
+  const root = h('div', { class: 'xlanb-lab-report' });
+  if (!isSupported(r)) {
+    const v = (r as { version?: string } | null)?.version;
+    const text = (r as { text?: string } | null)?.text;
+    root.append(h('pre', { class: 'xl-plain', text: text || `xlanb: report version ${v} is not supported` }));
+    return root;
+  }
+  const n = notes(r);
+  const named = r.graphs.some(g => !g.eager);
+  const top = h('details', { class: 'xl-top', open: !!n || named || r.cell.style === 'full' });
+  top.append(
+    h(
+      'summary',
+      {},
+      h('span', { class: 'xl-brand', text: 'xlanb' }),
+      h('span', { class: `xl-mode xl-mode-${r.cell.mode}`, text: r.cell.mode }),
+      h('span', { class: 'xl-summary', text: r.summary.text.replace(/^xlanb \[\w+\]: /, '') })
+    )
+  );
+  if (n) {
+    top.append(n);
+  }
+  const gt = graphTable(r);
+  if (gt) {
+    top.append(h('div', { class: 'xl-scrollx' }, gt));
+  }
+  if (r.cell.style !== 'compact') {
+    for (const g of r.graphs) {
+      top.append(graphSection(g, r, opts));
+    }
+    const e = eagerSection(r);
+    if (e) {
+      top.append(e);
+    }
+    if (r.pending) {
+      top.append(pendingSection(r.pending, opts));
+    }
+    const t = timelineSection(r, opts);
+    if (t) {
+      top.append(t);
+    }
+  }
+  root.append(top);
+  return root;
+}

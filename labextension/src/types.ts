@@ -1,0 +1,183 @@
+/**
+ * The cell report JSON (docs/report-schema.md, version 1.x), as far as this extension reads it.
+ * A renderer accepts any 1.x and ignores fields it does not know, so every field that a later
+ * minor version adds is optional here.
+ */
+
+export const REPORT_MIME = 'application/vnd.xlanb.report+json';
+
+export interface ITensor {
+  shape: number[];
+  dtype: string;
+  text: string;
+}
+
+export interface IWhere {
+  text: string;
+  filename?: string;
+  lineno?: number;
+  function?: string;
+  source?: string | null;
+  cell?: number | null;
+}
+
+export interface IIr {
+  text: string;
+  nodes: number;
+  truncated: boolean;
+  lines?: unknown[];
+}
+
+export interface IDag {
+  nodes: number;
+  drawn: number;
+  collapsed: string;
+  svg: string;
+}
+
+export interface IHloStage {
+  text: string;
+  lines: number;
+  truncated: boolean;
+}
+
+export interface IRecompile {
+  graph: string;
+  key: string;
+  against: string;
+  text: string;
+  changes?: { kind: string; text: string }[];
+}
+
+export interface IGraph {
+  name: string;
+  key: string;
+  eager: boolean;
+  cause: string;
+  where: IWhere | null;
+  nodes: number;
+  scalars: number;
+  inputs: ITensor[];
+  outputs: ITensor[];
+  lower_ms: number;
+  compile_ms: number;
+  persistent_hit: boolean;
+  executions: number;
+  execute_ms: number;
+  fallback_ops: string[];
+  recompile: IRecompile | null;
+  ir: IIr;
+  dag: IDag | null;
+  hlo: { stablehlo: IHloStage | null; optimized: IHloStage | null } | null;
+  cost: Record<string, number> | null;
+  memory: Record<string, number> | null;
+}
+
+export interface ICached {
+  name: string;
+  key: string;
+  executions: number;
+  execute_ms: number;
+}
+
+export interface IEagerOp {
+  op: string;
+  signature: string;
+  compiles: number;
+  compile_ms: number;
+}
+
+export interface IForced {
+  kind: string;
+  cause: string;
+  graph: string;
+  where: IWhere | null;
+  count: number;
+}
+
+export interface IFallback {
+  op: string;
+  reason: string;
+  graphs: string[];
+  where: IWhere | null;
+  count: number;
+}
+
+export interface IPending {
+  nodes: number;
+  tensors: { name: string; type: string }[];
+  unnamed: number;
+  ir: IIr;
+  dag: IDag | null;
+}
+
+export interface ITransfer {
+  count: number;
+  bytes: number;
+  ms: number;
+}
+
+export interface ISummary {
+  graphs_compiled: number;
+  graphs_executed: number;
+  eager_ops_compiled: number;
+  eager_ops_executed: number;
+  cache_hits: number;
+  cache_misses: number;
+  persistent_hits: number;
+  lower_ms: number;
+  compile_ms: number;
+  execute_ms: number;
+  syncs: number;
+  forced: number;
+  fallbacks: number;
+  to_device: ITransfer;
+  from_device: ITransfer;
+  text: string;
+}
+
+/** Fields this extension would use if a later 1.x report had them (see labextension/README.md). */
+export interface IRuntimeState {
+  mode?: 'eager' | 'lazy';
+  pending_nodes?: number;
+  cache_size?: number;
+}
+
+export interface IReport {
+  version: string;
+  cell: {
+    execution_count: number | null;
+    cell_id: string | null;
+    mode: 'eager' | 'lazy' | 'compiled';
+    style: 'on' | 'compact' | 'full' | string;
+    wall_ms: number;
+  };
+  summary: ISummary;
+  graphs: IGraph[];
+  cached: ICached[];
+  eager: {
+    ops: IEagerOp[];
+    compiles: number;
+    executions: number;
+    compile_ms: number;
+    execute_ms: number;
+  };
+  forced: IForced[];
+  fallbacks: IFallback[];
+  recompiles: IRecompile[];
+  pending: IPending | null;
+  errors: string[];
+  timeline: { spans: unknown[]; omitted: number; svg: string };
+  text: string;
+  state?: IRuntimeState;
+}
+
+/** True for a report this extension can render (major version 1). */
+export function isSupported(r: unknown): r is IReport {
+  return (
+    typeof r === 'object' &&
+    r !== null &&
+    typeof (r as IReport).version === 'string' &&
+    (r as IReport).version.split('.')[0] === '1'
+  );
+}

@@ -1,0 +1,144 @@
+"""Capture semantics the OpInfo sweep needed: in-place views, resizing, out=, functional
+variants, data-dependent shapes, the device RNG state, conjugate views."""
+
+import pytest
+import torch
+
+import xlanb
+from xlanb import events
+
+XLA = "xla"
+
+
+def test_matmul_vector_matrix_has_torch_shape():
+    a, b = torch.randn(10), torch.randn(10, 5)
+    out = a.to(XLA) @ b.to(XLA)              # ATen: unsqueeze, mm, squeeze_ (an in-place view)
+    assert out.shape == (5,)
+    torch.testing.assert_close(out.cpu(), a @ b)
+
+
+@pytest.mark.parametrize("op,args", [("unsqueeze_", (0,)), ("squeeze_", (0,)), ("t_", ()), ("transpose_", (0, 2)),
+                                     ("swapdims_", (1, 2)), ("as_strided_", ((3, 1), (1, 3)))])
+def test_inplace_view_ops_change_shape(op, args):
+    x = torch.randn(1, 3, 1) if op != "t_" else torch.randn(2, 3)
+    lazy = x.to(XLA)
+    getattr(x, op)(*args)
+    out = getattr(lazy, op)(*args)
+    assert out is lazy
+    assert lazy.shape == x.shape and lazy.stride() == x.stride()
+    torch.testing.assert_close(lazy.cpu(), x)
+    torch.testing.assert_close((lazy * 2).cpu(), x * 2)
+
+
+def test_inplace_view_keeps_autograd():
+    w = torch.randn(4, requires_grad=True)
+    wx = w.detach().to(XLA).requires_grad_()
+    (w * 3).unsqueeze_(0).sum().backward()
+    y = (wx * 3).unsqueeze_(0)
+    assert y.shape == (1, 4)
+    y.sum().backward()
+    torch.testing.assert_close(wx.grad.cpu(), w.grad)
+
+
+def test_resize_shrinks_and_refuses_to_grow():
+    z = torch.arange(12.0, device=XLA)
+    z.resize_(2, 3)
+    torch.testing.assert_close(z.cpu(), torch.arange(6.0).reshape(2, 3))
+    with pytest.raises(NotImplementedError, match="cannot grow"):
+        z.resize_(5, 5)
+
+
+def test_out_tensor_of_another_shape_is_resized_or_refused():
+    a = torch.randn(3, device=XLA)
+    out = torch.empty(2, 4, device=XLA)
+    with pytest.warns(UserWarning):
+        torch.add(a, a, out=out)
+    assert out.shape == (3,)
+    torch.testing.assert_close(out.cpu(), 2 * a.cpu())
+    with pytest.raises(NotImplementedError, match="for out="):
+        torch.add(a, a, out=torch.empty(0, device=XLA))
+    torch.testing.assert_close((a + 1).cpu(), a.cpu() + 1)     # nothing was left pending and broken
+
+
+def test_factory_out_variants():
+    z = torch.empty(5, device=XLA)
+    torch.arange(5, out=z)
+    torch.testing.assert_close(z.cpu(), torch.arange(5.0))
+    assert xlanb.metrics.executed_fallback_ops() == []
+
+
+def test_inplace_ops_use_the_functional_overload_of_the_same_types():
+    x = torch.rand(5) + 0.5
+    lazy = x.to(XLA)
+    lazy.pow_(2.5)                        # pow_.Scalar -> pow.Tensor_Scalar (not pow.Scalar)
+    lazy.pow_(torch.full((5,), 0.5, device=XLA))
+    torch.testing.assert_close(lazy.cpu(), x.pow(2.5).pow(0.5))
+    m = torch.tensor([3, 6], device=XLA)
+    m &= torch.tensor([1, 2], device=XLA)  # __iand__ decomposes to bitwise_and_
+    assert m.cpu().tolist() == [1, 2]
+
+
+def test_inplace_default_arguments_reach_the_functional_op():
+    torch.manual_seed(0)
+    x = torch.ones(1000, device=XLA)
+    x.bernoulli_()                          # p defaults to 0.5; bernoulli.p has no default
+    assert 300 < int(x.sum().item()) < 700
+
+
+def test_data_dependent_ops_compute_on_device_after_one_count():
+    x = torch.tensor([[0.0, 1.0, 2.0], [3.0, 0.0, 0.0]])
+    lazy = x.to(XLA)
+    mark = events.log.mark()
+    torch.testing.assert_close(torch.nonzero(lazy).cpu(), torch.nonzero(x))
+    torch.testing.assert_close(lazy[lazy > 0.5].cpu(), x[x > 0.5])
+    torch.testing.assert_close(torch.masked_select(lazy, lazy > 0.5).cpu(), torch.masked_select(x, x > 0.5))
+    evs = events.log.since(mark)
+    assert any(isinstance(e, events.GraphCut) for e in evs)
+    assert not [e for e in evs if isinstance(e, events.Fallback) and e.reason != "value access"]
+
+
+def test_boolean_mask_assignment():
+    x = torch.tensor([[0.0, 1.0, 2.0], [3.0, 0.0, 0.0]])
+    for value in (7.0, torch.tensor([10.0, 20.0, 30.0])):
+        y, ly = x.clone(), x.to(XLA)
+        y[y > 0.5] = value
+        ly[ly > 0.5] = value.to(XLA) if isinstance(value, torch.Tensor) else value
+        torch.testing.assert_close(ly.cpu(), y)
+    mask = torch.tensor([True, False, True])
+    y, ly = x.clone(), x.to(XLA)
+    y[:, mask] += 1
+    ly[:, mask.to(XLA)] += 1
+    torch.testing.assert_close(ly.cpu(), y)
+
+
+def test_rng_state_fork_and_restore():
+    torch.manual_seed(3)
+    with torch.random.fork_rng(device_type=XLA):
+        a = torch.rand(3, device=XLA)
+    b = torch.rand(3, device=XLA)
+    torch.testing.assert_close(a.cpu(), b.cpu())
+    state = torch.xla.get_rng_state()
+    c = torch.rand(3, device=XLA)
+    xlanb.sync()
+    torch.xla.set_rng_state(state)
+    d = torch.rand(3, device=XLA)
+    torch.testing.assert_close(c.cpu(), d.cpu())
+    torch.xla.set_rng_state(state.cpu())
+    torch.testing.assert_close(torch.rand(3, device=XLA).cpu(), c.cpu())
+
+
+def test_conj_views_read_back_resolved():
+    x = torch.randn(3, 4, requires_grad=True)
+    lx = x.detach().to(XLA).requires_grad_()
+    (g,) = torch.autograd.grad(torch.fft.hfft(x, n=6).sum(), x)
+    (lg,) = torch.autograd.grad(torch.fft.hfft(lx, n=6).sum(), lx)
+    torch.testing.assert_close(lg.cpu(), g, atol=1e-4, rtol=1e-4)
+
+
+def test_batch_norm_eval_returns_empty_statistics():
+    x, w = torch.randn(3, 2, 4), torch.randn(2)
+    rm, rv = torch.zeros(2), torch.ones(2)
+    ref = torch.native_batch_norm(x, w, w, rm, rv, False, 0.1, 1e-5)
+    out = torch.native_batch_norm(*(t.to(XLA) for t in (x, w, w, rm, rv)), False, 0.1, 1e-5)
+    assert [tuple(o.shape) for o in out] == [tuple(r.shape) for r in ref]
+    torch.testing.assert_close(out[0].cpu(), ref[0])

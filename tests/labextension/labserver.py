@@ -1,0 +1,165 @@
+"""A throwaway JupyterLab for the browser tests: its own port, token, root, settings and config
+dirs, a kernelspec for this interpreter, and a stop that ends exactly the processes it started.
+
+Chromium is Debian's (/usr/bin/chromium, `apt-get install chromium`), driven by Python Playwright;
+`playwright install` is never needed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync", "--disable-dev-shm-usage"]
+REPO = pathlib.Path(__file__).resolve().parents[2]
+OUTPUT = REPO / "test-output" / "labextension"       # screenshots and server logs (CI artifacts)
+KERNEL = "xlanb-test"
+NO_NEWS = {"fetchNews": "false", "checkForUpdates": False}
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def notebook(cells: list[str]) -> dict:
+    """An nbformat 4.5 notebook (cell ids included) for the test kernel, written as plain JSON."""
+    return {
+        "nbformat": 4, "nbformat_minor": 5,
+        "metadata": {"kernelspec": {"name": KERNEL, "display_name": "xlanb test", "language": "python"},
+                     "language_info": {"name": "python"}},
+        "cells": [{"cell_type": "code", "id": f"c{i:07d}-test", "metadata": {}, "source": src, "outputs": [],
+                   "execution_count": None} for i, src in enumerate(cells)],
+    }
+
+
+def _descendants(pid: int) -> list[int]:
+    """Every process below pid (kernels start in their own session, outside the server's group)."""
+    out, todo = [], [pid]
+    while todo:
+        p = todo.pop()
+        for task in pathlib.Path(f"/proc/{p}/task").glob("*"):
+            try:
+                kids = [int(c) for c in (task / "children").read_text().split()]
+            except OSError:
+                continue
+            out += kids
+            todo += kids
+    return out
+
+
+class Lab:
+    """`with Lab(tmp_path, cells, disabled=[...]) as lab:` then open lab.url in a browser."""
+
+    def __init__(self, tmp: pathlib.Path, cells: list[str], disabled: tuple[str, ...] = (), name: str = "lab",
+                 files: dict[str, dict] | None = None):
+        self.tmp, self.name = tmp, name
+        self.port, self.token = free_port(), "xlanb-test-token"
+        self.root = tmp / "root"
+        self.root.mkdir()
+        (self.root / "test.ipynb").write_text(json.dumps(notebook(cells), indent=1))
+        for path, content in (files or {}).items():
+            (self.root / path).write_text(json.dumps(content, indent=1))
+        self.env = self._environment(disabled)
+        self.proc: subprocess.Popen | None = None
+        self.log_path = OUTPUT / f"{name}-server.log"
+
+    def _environment(self, disabled) -> dict:
+        """Config, data, runtime and IPython dirs of its own: the venv's page_config is never touched."""
+        dirs = {k: self.tmp / k.lower() for k in ("JUPYTER_CONFIG_DIR", "JUPYTER_DATA_DIR", "JUPYTER_RUNTIME_DIR",
+                                                  "IPYTHONDIR")}
+        for d in dirs.values():
+            d.mkdir()
+        (dirs["JUPYTER_CONFIG_DIR"] / "labconfig").mkdir()
+        (dirs["JUPYTER_CONFIG_DIR"] / "labconfig" / "page_config.json").write_text(
+            json.dumps({"disabledExtensions": {name: True for name in disabled}}))
+        spec = dirs["JUPYTER_DATA_DIR"] / "kernels" / KERNEL
+        spec.mkdir(parents=True)
+        (spec / "kernel.json").write_text(json.dumps({
+            "argv": [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
+            "display_name": "xlanb test", "language": "python"}))
+        settings = self.tmp / "settings" / "@jupyterlab" / "apputils-extension"
+        settings.mkdir(parents=True)
+        (settings / "notification.jupyterlab-settings").write_text(json.dumps(NO_NEWS))
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("JUPYTER", "JPY_"))}
+        env.update({k: str(v) for k, v in dirs.items()})
+        env["PYTHONUNBUFFERED"] = "1"
+        return env
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/lab/tree/test.ipynb?token={self.token}"
+
+    def __enter__(self) -> "Lab":
+        OUTPUT.mkdir(parents=True, exist_ok=True)
+        cmd = [sys.executable, "-m", "jupyterlab", "--no-browser", "--ip=127.0.0.1", f"--port={self.port}",
+               "--ServerApp.port_retries=0", f"--IdentityProvider.token={self.token}",
+               f"--ServerApp.root_dir={self.root}", f"--LabApp.workspaces_dir={self.tmp / 'workspaces'}",
+               f"--LabApp.user_settings_dir={self.tmp / 'settings'}", "--LabApp.expose_app_in_browser=True",
+               "--allow-root"]
+        self.log = open(self.log_path, "w")
+        # its own process group (start_new_session): stop() signals exactly this group
+        self.proc = subprocess.Popen(cmd, cwd=self.tmp, env=self.env, stdout=self.log, stderr=subprocess.STDOUT,
+                                     start_new_session=True)
+        try:
+            self._wait_ready(60)
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def _wait_ready(self, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        status = f"http://127.0.0.1:{self.port}/api/status?token={self.token}"
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"jupyter lab exited with {self.proc.returncode}; see {self.log_path}")
+            try:
+                with urllib.request.urlopen(status, timeout=2) as r:
+                    if r.status == 200:
+                        return
+            except OSError:
+                time.sleep(0.2)
+        raise TimeoutError(f"jupyter lab did not answer on port {self.port} in {timeout:.0f} s; see {self.log_path}")
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+    def stop(self) -> None:
+        """Shuts the server down; kills what remains of its process group and of its kernels."""
+        if self.proc is None:
+            return
+        proc, self.proc = self.proc, None
+        kernels = _descendants(proc.pid)
+        if proc.poll() is None:
+            try:        # the server's own shutdown stops its kernels too
+                req = urllib.request.Request(f"http://127.0.0.1:{self.port}/api/shutdown?token={self.token}",
+                                             method="POST")
+                urllib.request.urlopen(req, timeout=5).close()
+                proc.wait(timeout=10)
+            except (OSError, subprocess.TimeoutExpired):
+                pass
+        for sig in (signal.SIGTERM, signal.SIGKILL):
+            if proc.poll() is None:
+                try:
+                    os.killpg(proc.pid, sig)
+                    proc.wait(timeout=5)
+                except (ProcessLookupError, subprocess.TimeoutExpired):
+                    pass
+        for pid in kernels:     # a kernel the shutdown missed: still ours if its command line names our dirs
+            try:
+                if str(self.tmp).encode() in pathlib.Path(f"/proc/{pid}/cmdline").read_bytes():
+                    os.kill(pid, signal.SIGKILL)
+            except (OSError, ProcessLookupError):
+                pass
+        self.log.close()

@@ -75,6 +75,8 @@ def _embedding_bag(weight, indices, offsets, scale_grad_by_freq=False, mode=0, s
         if mode == _MEAN:
             out = out / jnp.maximum(bag_size, 1)[:, None].astype(dtype)
         max_indices = jnp.zeros((0,), jnp.int64)
+    if bag_size.shape[0] < offsets.shape[0]:    # include_last_offset: torch's meta kernel keeps one per offset
+        bag_size = jnp.pad(bag_size, (0, offsets.shape[0] - bag_size.shape[0]))
     return out.astype(weight.dtype), bag, bag_size, max_indices
 
 

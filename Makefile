@@ -13,7 +13,7 @@ EXT_NODE := labextension/node_modules/.package-lock.json
 EXT_BUILT := xlanb/labextension/package.json
 EXT_DIR := $(VENV)/share/jupyter/labextensions/xlanb-lab
 
-.PHONY: setup labextension test lab docs bench clean
+.PHONY: setup labextension test test-ops-full lab docs bench clean
 
 $(STAMP): pyproject.toml requirements-dev.txt
 	$(PYTHON) -m venv $(VENV)
@@ -44,6 +44,10 @@ setup: $(STAMP) labextension
 
 test: setup
 	$(PY) -m pytest -q
+
+# every OpInfo of torch's op_db, in worker processes; rewrites docs/ops.md (~30 min on 2 cores)
+test-ops-full: $(STAMP)
+	$(PY) tools/ops_sweep.py --check
 
 lab: setup
 	mkdir -p notebooks

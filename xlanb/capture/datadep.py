@@ -15,7 +15,7 @@ import torch
 from xlanb import events
 from xlanb._config import config
 from xlanb.capture.frames import user_frames
-from xlanb.capture.realize import execution_guards
+from xlanb.capture.realize import execution_guards, to_cpu
 from xlanb.capture.tensor import LazyTensor
 
 aten = torch.ops.aten
@@ -37,7 +37,7 @@ def nonzero(func, args, kwargs):
     if type(x) is not LazyTensor:
         return func(*args, **(kwargs or {}))
     _cut(str(func))
-    count = int(aten._local_scalar_dense.default(aten.count_nonzero.default(x)))
+    count = _count(aten.count_nonzero.default(x), str(func))
     return aten.nonzero_static.default(x, size=count, fill_value=-1)
 
 
@@ -93,7 +93,100 @@ def masked_select(func, args, kwargs):
     return aten.index.Tensor(x, [mask])
 
 
+def _count(t, name: str) -> int:
+    """One number computed on the device and read back: the cut (a forced execution whose
+    cause names the op)."""
+    return int(to_cpu(t, cause=f"data-dependent op {name}").item())
+
+
+def _distinct(flat, consecutive: bool):
+    """Lazy count of distinct values of a 1-d tensor (all of them, or of consecutive runs);
+    NaNs are each distinct, as in torch's kernels."""
+    s = flat if consecutive else aten.sort.default(flat)[0]
+    n = flat.shape[0]
+    if n == 0:
+        return 0
+    change = aten.ne.Tensor(aten.slice.Tensor(s, 0, 1, n), aten.slice.Tensor(s, 0, 0, n - 1))
+    return aten.add.Scalar(aten.sum.default(change), 1)
+
+
+def _record_unique(func, x, n, return_inverse, return_counts, consecutive):
+    from xlanb.capture import record as rec
+    from xlanb.capture.tensor import value
+    from xlanb.ir.node import intern_meta, make_node
+    metas = (intern_meta((n,), x.dtype),
+             intern_meta(tuple(x.shape) if return_inverse else (0,), torch.int64),
+             intern_meta((n,) if return_counts else (0,), torch.int64))
+    node = make_node(func, "xlanb.unique", (value(x), n, bool(return_inverse), bool(return_counts), consecutive),
+                     None, metas)
+    return rec.outputs_of(node)
+
+
+def unique2(inner):
+    """torch.unique (dim=None): count the distinct values, then jnp.unique of that size."""
+    def h(func, args, kwargs):
+        x = args[0]
+        if type(x) is not LazyTensor:
+            return inner(func, args, kwargs)
+        kw = dict(zip(("sorted", "return_inverse", "return_counts"), args[1:]), **(kwargs or {}))
+        _cut(str(func))
+        count = _distinct(aten.reshape.default(x, [-1]), consecutive=False)
+        n = count if isinstance(count, int) else _count(count, str(func))
+        return _record_unique(func, x, n, kw.get("return_inverse", False), kw.get("return_counts", False), False)
+    return h
+
+
+def unique_consecutive(inner):
+    def h(func, args, kwargs):
+        x = args[0]
+        kw = dict(zip(("return_inverse", "return_counts", "dim"), args[1:]), **(kwargs or {}))
+        if type(x) is not LazyTensor or kw.get("dim") is not None:
+            return inner(func, args, kwargs)
+        _cut(str(func))
+        count = _distinct(aten.reshape.default(x, [-1]), consecutive=True)
+        n = count if isinstance(count, int) else _count(count, str(func))
+        return _record_unique(func, x, n, kw.get("return_inverse", False), kw.get("return_counts", False), True)
+    return h
+
+
+def repeat_interleave(inner):
+    """repeat_interleave(repeats) without output_size: the total is counted first."""
+    def h(func, args, kwargs):
+        kwargs = dict(kwargs or {})
+        repeats = args[0]
+        if type(repeats) is not LazyTensor or kwargs.get("output_size") is not None:
+            return inner(func, args, kwargs)
+        _cut(str(func))
+        kwargs["output_size"] = _count(aten.sum.default(repeats), str(func)) if repeats.numel() else 0
+        return inner(func, args, kwargs)
+    return h
+
+
+def equal(func, args, kwargs):
+    """torch.equal: a Python bool, computed on the device (a value access)."""
+    a, b = args[0], args[1]
+    if tuple(a.shape) != tuple(b.shape):
+        return False
+    if a.numel() == 0:
+        return True
+    return bool(aten._local_scalar_dense.default(aten.all.default(aten.eq.Tensor(a, b))))
+
+
+def allclose(func, args, kwargs):
+    a, b = args[0], args[1]
+    kw = dict(zip(("rtol", "atol", "equal_nan"), args[2:]), **(kwargs or {}))
+    close = aten.isclose.default(a, b, kw.get("rtol", 1e-5), kw.get("atol", 1e-8), kw.get("equal_nan", False))
+    if close.numel() == 0:
+        return True
+    return bool(aten._local_scalar_dense.default(aten.all.default(close)))
+
+
 HANDLERS = {
+    "aten._unique2.default": unique2,
+    "aten.unique_consecutive.default": unique_consecutive,
+    "aten.repeat_interleave.Tensor": repeat_interleave,
+    "aten.equal.default": lambda inner: equal,
+    "aten.allclose.default": lambda inner: allclose,
     "aten.nonzero.default": lambda inner: nonzero,
     "aten.masked_select.default": lambda inner: masked_select,
     "aten.index.Tensor": index,

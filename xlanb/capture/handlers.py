@@ -27,7 +27,7 @@ from xlanb.capture.tensor import (LazyTensor, ViewStep, new_tensor, new_view, st
 from xlanb.capture.rng import take_key
 from xlanb.capture.state import state
 from xlanb.ir.node import Meta, Node, Scalar, const_key, data_node, intern_meta, lift, make_node, meta_of
-from xlanb.lower.fallback import counter_name
+from xlanb.lower.fallback import counter_name, host_dispatch
 from xlanb.runtime.transfer import upload
 
 aten = torch.ops.aten
@@ -64,8 +64,8 @@ def _to_host(x, cause: str):
 def _to_device(x):
     if isinstance(x, torch.Tensor) and type(x) is not LazyTensor and x.device.type == "cpu":
         return new_tensor(data_node(upload(x), meta_of(x)), meta_of(x))
-    if type(x) in (list, tuple):
-        return type(x)(_to_device(y) for y in x)
+    if isinstance(x, (list, tuple)):      # torch.return_types (tuple subclasses) included
+        return (list if isinstance(x, list) else tuple)(_to_device(y) for y in x)
     return x
 
 
@@ -80,7 +80,7 @@ def cpu_cut(func, args, kwargs):
     cause = f"data-dependent op {name}"
     host_args = _to_host(args, cause)
     host_kwargs = {k: _to_host(v, cause) for k, v in (kwargs or {}).items()}
-    with torch.no_grad():
+    with torch.no_grad(), host_dispatch():
         out = func(*host_args, **host_kwargs)
     if func._schema.is_mutable:     # an in-place op: write the CPU result back
         _write_back_host(func, args, host_args, host_kwargs)

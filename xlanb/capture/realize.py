@@ -129,7 +129,8 @@ def to_cpu(t: LazyTensor, cause: str = "value access") -> torch.Tensor:
     host = download(n.buf)
     chain = view_chain(t)
     if chain:
-        with torch.no_grad():
+        from xlanb.lower.fallback import host_dispatch
+        with torch.no_grad(), host_dispatch():
             for step in chain:
                 out = step.op(host, *step.args, **(step.kwargs or {}))
                 host = out if step.index is None else out[step.index]

@@ -136,7 +136,9 @@ def infer_meta(func, plan: OpPlan, nargs, nkwargs):
     try:
         out = func(*margs, **mkwargs)
     except NotImplementedError as e:
-        raise NoMetaKernel(str(e)) from e
+        out = _backward_meta(func, plan, margs)
+        if out is None:
+            raise NoMetaKernel(str(e)) from e
     except RuntimeError as e:
         text = str(e)
         if "meta tensor" in text or "data-dependent" in text:   # needs the data, not a shape error
@@ -147,6 +149,19 @@ def infer_meta(func, plan: OpPlan, nargs, nkwargs):
     if key is not None:
         plan.meta_cache[key] = meta
     return meta
+
+
+def _backward_meta(func, plan: OpPlan, margs):
+    """A backward op without a meta kernel (multi_margin_loss_backward, ...) whose rule exists:
+    its one result is the gradient of `self`/`input`, of that tensor's shape and dtype."""
+    schema = func._schema
+    if plan.rule is None or not schema.name.endswith("_backward") or len(schema.returns) != 1 \
+            or str(schema.returns[0].type) != "Tensor":
+        return None
+    for i, a in enumerate(schema.arguments):
+        if a.name in ("self", "input") and i < len(margs) and isinstance(margs[i], torch.Tensor):
+            return torch.empty_like(margs[i])
+    return None
 
 
 def _on_cpu(x):

@@ -52,9 +52,34 @@ def counter_name(name: str) -> str:
     return f"{parts[0]}::{parts[1]}" if len(parts) >= 2 else name
 
 
+def _key_set(names):
+    keys = torch._C.DispatchKeySet(torch._C.DispatchKey.Undefined)
+    for name in names:
+        key = getattr(torch._C.DispatchKey, name, None)
+        if key is not None:
+            keys = keys | torch._C.DispatchKeySet(key)
+    return keys
+
+
+# The dispatch state of top-level code: autocast keys excluded (the op reaching a fallback has its
+# final dtypes already), ADInplaceOrView and BackendSelect included; Python keys off on the host.
+_HOST_INCLUDE = _key_set(("BackendSelect", "ADInplaceOrView"))
+_HOST_EXCLUDE = (_key_set([k for k in dir(torch._C.DispatchKey) if k.startswith("Autocast")]
+                          + ["Python", "PythonTLSSnapshot"])
+                 | torch._C._dispatch_tls_local_exclude_set())     # import time: top level
+
+
+def host_dispatch():
+    """torch on the host as at top level. Inside __torch_dispatch__ (a cpu_cut, or a fallback
+    that runs while a value access is being dispatched) torch excludes the Conjugate, Negative,
+    ZeroTensor and ADInplaceOrView keys; CPU kernels that rely on them (complex lstsq) then
+    compute wrong numbers."""
+    return torch._C._ForceDispatchKeyGuard(_HOST_INCLUDE, _HOST_EXCLUDE)
+
+
 def run_on_cpu(op, args, kwargs):
     """Calls `op` on torch CPU tensors, with the result's tensors as a flat tuple."""
-    with torch.no_grad():
+    with torch.no_grad(), host_dispatch():
         out = op(*args, **kwargs)
     return out
 

@@ -181,7 +181,7 @@ def _space(start, end, steps, out, base=None):
         down = rnd(e - rnd(step * rnd((steps - idx - 1).astype(cdt))))
         vals = jnp.where(idx < steps // 2, up, down)
     if base is not None:
-        b = jnp.asarray(float(int(base)) if integral else base, cdt if not cplx else out)
+        b = jnp.asarray(base, cdt if not cplx else out)      # integral outputs: pow in double, then trunc
         vals = rnd(jnp.power(rnd(b.astype(cdt)), vals))
     if integral:
         vals = jnp.trunc(vals)

@@ -221,15 +221,20 @@ def index_select(x, dim, index):
     return jnp.take(x, _wrap_index(index.reshape(-1), x.shape[dim]), axis=dim, mode="clip")
 
 
-def _index_update(x, dim, index, source, reduce):
+def _index_update(x, dim, index, source, reduce, include_self=True):
     if x.ndim == 0:
-        out = _index_update(x.reshape(1), 0, index, jnp.reshape(source, (-1,)), reduce)
+        out = _index_update(x.reshape(1), 0, index, jnp.reshape(source, (-1,)), reduce, include_self)
         return out.reshape(())
     dim = wrap_dim(dim, x.ndim)
     idx = _along(x, dim, index)
     if source.ndim == 0:
         source = source.reshape((1,) * x.ndim)
-    return _scatter(x, idx, source, reduce)
+    return _scatter(x, idx, source, reduce, include_self)
+
+
+@lowers("aten.index_reduce.default")
+def index_reduce(x, dim, index, source, reduce, *, include_self=True):
+    return _index_update(x, dim, index, source, reduce, include_self)
 
 
 @lowers("aten.index_add.default")
@@ -352,3 +357,22 @@ def nonzero_static(x, *, size, fill_value=-1):
         return jnp.zeros((size, 0), np.int64)
     cols = jnp.nonzero(x, size=size, fill_value=fill_value)
     return jnp.stack([c.astype(np.int64) for c in cols], axis=1)
+
+
+@lowers("xlanb.unique")
+def unique(x, size, return_inverse, return_counts, consecutive):
+    """torch.unique / unique_consecutive with the number of values counted by capture first."""
+    flat = x.reshape(-1)
+    n = flat.shape[0]
+    if consecutive:
+        starts = jnp.concatenate([jnp.ones((min(n, 1),), bool), flat[1:] != flat[:-1]])
+        first = jnp.nonzero(starts, size=size, fill_value=0)[0]
+        values = flat[first]
+        inverse = (jnp.cumsum(starts.astype(np.int64)) - 1).reshape(x.shape)
+        counts = jnp.diff(jnp.concatenate([first, jnp.asarray([n])]).astype(np.int64))
+    else:
+        values, inverse, counts = jnp.unique(flat, return_inverse=True, return_counts=True, size=size,
+                                             equal_nan=False)
+        inverse = inverse.reshape(x.shape).astype(np.int64)
+    empty = jnp.zeros((0,), np.int64)
+    return values, (inverse if return_inverse else empty), (counts.astype(np.int64) if return_counts else empty)

@@ -98,6 +98,7 @@ def _embedding_bag_grad(grad, indices, bag, in_bag, bag_size, maximum_indices, n
                         mode, per_sample_weights):
     dtype = acc_dtype(grad.dtype)
     grad = grad.astype(dtype)
+    bag_size = bag_size[:grad.shape[0]]        # include_last_offset: one entry per offset, one bag fewer
     out = jnp.zeros((num_weights, grad.shape[1]), dtype)
     if mode == _MAX:
         d = jnp.arange(grad.shape[1])[None, :]
@@ -211,3 +212,14 @@ def _register_pad(name, mode):
 for _d in (1, 2, 3):
     _register_pad(f"reflection_pad{_d}d", "reflect")
     _register_pad(f"replication_pad{_d}d", "edge")
+
+
+@lowers("aten._embedding_bag_per_sample_weights_backward.default")
+def embedding_bag_per_sample_weights_backward(grad, weight, indices, offsets, offset2bag, mode, padding_idx=-1):
+    """d loss / d per_sample_weights[i] = <grad of i's bag, weight row of indices[i]> (mode sum)."""
+    dtype = acc_dtype(grad.dtype)
+    indices = indices.reshape(-1)
+    g = jnp.take(grad.astype(dtype), offset2bag.reshape(-1), axis=0, mode="clip")
+    rows = jnp.take(weight.astype(dtype), indices, axis=0, mode="clip")
+    out = jnp.sum(g * rows, axis=-1)
+    return jnp.where(indices == padding_idx, 0, out)

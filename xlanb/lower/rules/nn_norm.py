@@ -199,15 +199,15 @@ def native_group_norm(input, weight, bias, N, C, HxW, group, eps):
 def native_group_norm_backward(grad_out, input, mean, rstd, weight, N, C, HxW, group, output_mask):
     dtype = acc_dtype(input.dtype)
     cg = C // group
-    x = input.astype(dtype).reshape(N, group, cg, -1)
-    g = grad_out.astype(dtype).reshape(N, group, cg, -1)
+    x = input.astype(dtype).reshape(N, group, cg, HxW)      # explicit sizes: N may be 0
+    g = grad_out.astype(dtype).reshape(N, group, cg, HxW)
     mean = mean.astype(dtype).reshape(N, group, 1, 1)
     rstd = rstd.astype(dtype).reshape(N, group, 1, 1)
     xhat = (x - mean) * rstd
     grad_input = grad_weight = grad_bias = None
     if output_mask[0]:
         gw = g if weight is None else g * weight.astype(dtype).reshape(1, group, cg, 1)
-        n = cg * (x.shape[3])
+        n = max(cg * HxW, 1)
         mg = jnp.sum(gw, axis=(2, 3), keepdims=True) / n
         mgx = jnp.sum(gw * xhat, axis=(2, 3), keepdims=True) / n
         grad_input = (rstd * (gw - mg - xhat * mgx)).reshape(input.shape).astype(input.dtype)

@@ -394,8 +394,21 @@ def nextafter(self, other):
     return jnp.nextafter(self, other)
 
 
+def complex_logaddexp(x, y):
+    """ATen's complex log-add-exp: the larger real part plus log1p(exp(min - max)) (principal log)."""
+    x, y = jnp.broadcast_arrays(x, y)
+    swap = jnp.real(y) > jnp.real(x)
+    mx, mn = jnp.where(swap, y, x), jnp.where(swap, x, y)
+    out = mx + jnp.log1p(jnp.exp(mn - mx))
+    nan = jnp.isnan(jnp.real(x)) | jnp.isnan(jnp.imag(x)) | jnp.isnan(jnp.real(y)) | jnp.isnan(jnp.imag(y))
+    out = jnp.where(jnp.real(mn) == -jnp.inf, mx, out)
+    return jnp.where(nan, jnp.asarray(complex(jnp.nan, jnp.nan), out.dtype), out)
+
+
 @lowers("aten.logaddexp.default", promote="same")
 def logaddexp(self, other):
+    if jnp.iscomplexobj(self) or jnp.iscomplexobj(other):
+        return complex_logaddexp(self, other)
     return jnp.logaddexp(self, other)
 
 

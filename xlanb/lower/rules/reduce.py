@@ -253,7 +253,8 @@ def std_mean(x, dim=None, *, correction=None, keepdim=False):
 def logsumexp(x, dim, keepdim=False):
     x = to_float(x)
     axes = dims_of(dim, x.ndim)
-    m = jnp.max(x, axis=axes, keepdims=True, initial=-jnp.inf)
+    # complex: ATen takes the max of the real parts
+    m = jnp.max(jnp.real(x), axis=axes, keepdims=True, initial=-jnp.inf)
     m = jnp.where(jnp.isinf(m), jnp.zeros_like(m), m)
     out = jnp.log(jnp.sum(jnp.exp(x - m), axis=axes, keepdims=True)) + m
     return out if keepdim else jnp.squeeze(out, axes)
@@ -348,6 +349,12 @@ def logcumsumexp(x, dim):
     ax = _scan_axis(x, dim)
     if ax is None or x.size == 0:
         return x
+    if jnp.iscomplexobj(x):      # ATen: a sequential scan of the complex log-add-exp
+        from xlanb.lower.rules.pointwise import complex_logaddexp
+        moved = jnp.moveaxis(x, ax, 0)
+        _, out = lax.scan(lambda c, v: (complex_logaddexp(c, v),) * 2,
+                          jnp.full(moved.shape[1:], -jnp.inf, x.dtype), moved)
+        return jnp.moveaxis(out, 0, ax)
     return lax.cumlogsumexp(x, axis=ax)
 
 

@@ -255,7 +255,7 @@ def write_markdown(results: list[dict], meta: dict, path: Path, not_run: list | 
         "Every OpInfo of `torch.testing._internal.common_methods_invocations.op_db` "
         f"({meta['opinfos']} entries) runs its sample inputs on `xla` and on torch CPU, and the results are "
         "compared output by output with `torch.testing.assert_close` at the tolerance of the output's dtype "
-        "(tests/ops/harness.py: float32 atol=rtol=1e-5, bfloat16 atol=1e-5 rtol=1.6e-2, float16 rtol=1e-3, "
+        "(tests/ops/compare.py: float32 atol=rtol=1e-5, bfloat16 atol=1e-5 rtol=1.6e-2, float16 rtol=1e-3, "
         "widened by the OpInfo's own toleranceOverride; gradients 10x; integers and bool exact). A float32 "
         "result that misses is still accepted when it is as close to torch's float64 answer as torch's own "
         "float32 answer is, and a bfloat16 result when it matches torch's answer computed in float32 and "

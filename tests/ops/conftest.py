@@ -3,7 +3,7 @@
 import os
 import sys
 
-sys.path.insert(0, os.path.dirname(__file__))      # harness.py, skips.py
+sys.path.insert(0, os.path.dirname(__file__))      # harness.py, compare.py, skips.py
 
 
 def pytest_addoption(parser):

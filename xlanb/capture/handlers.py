@@ -21,7 +21,7 @@ from xlanb._config import config
 from xlanb.capture import record as rec
 from xlanb.capture.frames import user_frames, user_location
 from xlanb.capture.realize import execution_guards, to_cpu
-from xlanb.capture.record import NoMetaKernel, OpPlan, cpu_input, plan_of
+from xlanb.capture.record import NoMetaKernel, OpPlan, plan_of
 from xlanb.capture.tensor import (LazyTensor, ViewStep, new_tensor, new_view, storage_of, value, view_chain,
                                   write)
 from xlanb.capture.rng import take_key

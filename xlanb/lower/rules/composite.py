@@ -7,13 +7,13 @@ Backward ops without a hand-written rule are the forward rule under jax.vjp.
 
 from __future__ import annotations
 
-import jax
 import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
 from xlanb.lower.dtypes import to_jax_dtype
 from xlanb.lower.registry import lowers
+from xlanb.lower.rules.autodiff import grad_at
 from xlanb.lower.rules.pointwise import as_float
 
 
@@ -150,8 +150,7 @@ def multi_margin_loss(self, target, p=1, margin=1, weight=None, reduction=1):
 
 @lowers("aten.multi_margin_loss_backward.default")
 def multi_margin_loss_backward(grad_output, self, target, p, margin, weight=None, reduction=1):
-    _, vjp = jax.vjp(lambda x: _multi_margin(x, target, p, margin, weight, reduction), as_float(self))
-    return vjp(grad_output.astype(as_float(self).dtype))[0]
+    return grad_at(lambda x: _multi_margin(x, target, p, margin, weight, reduction), as_float(self), grad_output)
 
 
 def _multilabel(x, target, reduction):
@@ -177,6 +176,5 @@ def multilabel_margin_loss_forward(self, target, reduction):
 
 @lowers("aten.multilabel_margin_loss_backward.default")
 def multilabel_margin_loss_backward(grad_output, self, target, reduction, is_target):
-    _, vjp = jax.vjp(lambda x: _multilabel(x, target, reduction)[0], as_float(self))
-    return vjp(grad_output.astype(as_float(self).dtype))[0]
+    return grad_at(lambda x: _multilabel(x, target, reduction)[0], as_float(self), grad_output)
 

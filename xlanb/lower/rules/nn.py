@@ -13,7 +13,7 @@ import numpy as np
 from jax import lax
 
 from xlanb.lower.registry import lowers
-from xlanb.lower.rules.nn_pool import acc_dtype
+from xlanb.lower.rules.autodiff import acc_dtype, linear_backward
 
 
 # Embedding -------------------------------------------------------------------------------
@@ -202,9 +202,7 @@ def _register_pad(name, mode):
 
     @lowers(f"aten.{name}_backward.default")
     def backward(grad_output, self, padding):
-        dtype = acc_dtype(self.dtype)
-        _, vjp = jax.vjp(lambda x: _mode_pad(x, padding, mode), jnp.zeros(self.shape, dtype))
-        return vjp(grad_output.astype(dtype))[0]
+        return linear_backward(lambda x: _mode_pad(x, padding, mode), grad_output, self.shape, self.dtype)
 
     forward.__name__, backward.__name__ = name, f"{name}_backward"
 

@@ -7,6 +7,7 @@ import jax.numpy as jnp
 from jax import lax
 
 from xlanb.lower.registry import lowers
+from xlanb.lower.rules.autodiff import grad_at
 
 _SPATIAL = "DHW"
 
@@ -128,5 +129,4 @@ def col2im(self, output_size, kernel_size, dilation, padding, stride):
     lead = () if unbatched else (self.shape[0],)
     c = self.shape[-2] // (kh * kw)
     zeros = jnp.zeros(lead + (c, oh, ow), self.dtype)
-    _, vjp = jax.vjp(lambda x: _im2col(x, kernel_size, dilation, padding, stride), zeros)
-    return vjp(self)[0]
+    return grad_at(lambda x: _im2col(x, kernel_size, dilation, padding, stride), zeros, self)

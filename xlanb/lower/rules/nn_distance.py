@@ -10,7 +10,7 @@ import numpy as np
 from jax import lax
 
 from xlanb.lower.registry import lowers
-from xlanb.lower.rules.nn_pool import acc_dtype
+from xlanb.lower.rules.autodiff import acc_dtype
 
 
 def _norm(diff, p):

@@ -11,7 +11,7 @@ import jax
 import jax.numpy as jnp
 
 from xlanb.lower.registry import lowers
-from xlanb.lower.rules.nn_pool import acc_dtype
+from xlanb.lower.rules.autodiff import acc_dtype
 
 _NONE, _MEAN, _SUM = 0, 1, 2
 

@@ -17,7 +17,7 @@ import jax.numpy as jnp
 from jax import lax
 
 from xlanb.lower.registry import lowers
-from xlanb.lower.rules.nn_pool import acc_dtype
+from xlanb.lower.rules.autodiff import acc_dtype
 
 
 def _bshape(x, c_axis=1):

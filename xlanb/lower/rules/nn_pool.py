@@ -11,22 +11,13 @@ import functools
 import itertools
 import math
 
-import jax
 import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
 from xlanb.lower.registry import lowers
+from xlanb.lower.rules.autodiff import acc_dtype, linear_backward
 from xlanb.lower.rules.nn_conv import expand
-
-
-def acc_dtype(dtype):
-    """The dtype torch's CPU kernels accumulate in (float32 for half types)."""
-    if dtype in (jnp.float16, jnp.bfloat16):
-        return jnp.dtype(jnp.float32)
-    if not jnp.issubdtype(dtype, jnp.inexact):
-        return jnp.dtype(jnp.float32)
-    return jnp.dtype(dtype)
 
 
 def pool_out_size(size, k, s, p, d, ceil_mode):
@@ -173,25 +164,18 @@ def avg_pool3d(self, kernel_size, stride=(), padding=0, ceil_mode=False, count_i
     return _avg_pool(self, 3, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override)
 
 
-def _linear_backward(f, grad_output, self):
-    """grad_input of a linear map f at self (a pooling / padding / resampling)."""
-    dtype = acc_dtype(self.dtype)
-    _, vjp = jax.vjp(f, jnp.zeros(self.shape, dtype))
-    return vjp(grad_output.astype(dtype))[0]
-
-
 @lowers("aten.avg_pool2d_backward.default")
 def avg_pool2d_backward(grad_output, self, kernel_size, stride, padding, ceil_mode, count_include_pad,
                         divisor_override):
-    return _linear_backward(lambda x: _avg_pool(x, 2, kernel_size, stride, padding, ceil_mode,
-                                                count_include_pad, divisor_override), grad_output, self)
+    return linear_backward(lambda x: _avg_pool(x, 2, kernel_size, stride, padding, ceil_mode,
+                                               count_include_pad, divisor_override), grad_output, self.shape, self.dtype)
 
 
 @lowers("aten.avg_pool3d_backward.default")
 def avg_pool3d_backward(grad_output, self, kernel_size, stride, padding, ceil_mode, count_include_pad,
                         divisor_override):
-    return _linear_backward(lambda x: _avg_pool(x, 3, kernel_size, stride, padding, ceil_mode,
-                                                count_include_pad, divisor_override), grad_output, self)
+    return linear_backward(lambda x: _avg_pool(x, 3, kernel_size, stride, padding, ceil_mode,
+                                               count_include_pad, divisor_override), grad_output, self.shape, self.dtype)
 
 
 # Adaptive pooling ------------------------------------------------------------------------
@@ -237,12 +221,12 @@ def adaptive_avg_pool3d(self, output_size):
 
 @lowers("aten._adaptive_avg_pool2d_backward.default")
 def adaptive_avg_pool2d_backward(grad_output, self):
-    return _linear_backward(lambda x: _adaptive_avg(x, 2, grad_output.shape[-2:]), grad_output, self)
+    return linear_backward(lambda x: _adaptive_avg(x, 2, grad_output.shape[-2:]), grad_output, self.shape, self.dtype)
 
 
 @lowers("aten._adaptive_avg_pool3d_backward.default")
 def adaptive_avg_pool3d_backward(grad_output, self):
-    return _linear_backward(lambda x: _adaptive_avg(x, 3, grad_output.shape[-3:]), grad_output, self)
+    return linear_backward(lambda x: _adaptive_avg(x, 3, grad_output.shape[-3:]), grad_output, self.shape, self.dtype)
 
 
 def _adaptive_max(x, k, output_size):

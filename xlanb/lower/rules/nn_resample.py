@@ -16,7 +16,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from xlanb.lower.registry import lowers
-from xlanb.lower.rules.nn_pool import acc_dtype
+from xlanb.lower.rules.autodiff import acc_dtype, linear_backward
 
 _CUBIC_A = -0.75
 
@@ -149,10 +149,7 @@ def _register(name, kind, k, has_align):
         return _upsample(self, output_size, kind, align_corners, scales)
 
     def backward(grad_output, output_size, input_size, *rest):
-        dtype = acc_dtype(grad_output.dtype)
-        zeros = jnp.zeros(tuple(input_size), dtype)
-        _, vjp = jax.vjp(lambda x: forward(x, output_size, *rest), zeros)
-        return vjp(grad_output.astype(dtype))[0]
+        return linear_backward(lambda x: forward(x, output_size, *rest), grad_output, input_size, grad_output.dtype)
 
     if has_align:
         def vec(input, output_size, align_corners, scale_factors):

@@ -45,7 +45,7 @@ setup: $(STAMP) labextension
 test: setup
 	$(PY) -m pytest -q
 
-# every OpInfo of torch's op_db, in worker processes; rewrites docs/ops.md (~30 min on 2 cores)
+# every OpInfo of torch's op_db, in worker processes; rewrites docs/ops.md (~15 min on 2 cores)
 test-ops-full: $(STAMP)
 	$(PY) tools/ops_sweep.py --check
 

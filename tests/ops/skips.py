@@ -13,11 +13,6 @@ from __future__ import annotations
 
 # Reasons, reused below --------------------------------------------------------------------
 SPARSE = "sparse layouts are not supported on xla"
-QUANTIZED = "quantized tensors are not supported on xla"
-NESTED = "nested / jagged tensors are not supported on xla"
-INPLACE_VIEW = ("in-place view op: xla tensors cannot change shape in place; xlanb raises a "
-                "clear NotImplementedError (tests/ops/test_opinfo.py checks it)")
-
 JITERATOR = "jiterator ops exist only on CUDA (torch CPU raises too)"
 
 SKIPS: dict[tuple[str, str, str, str], str] = {

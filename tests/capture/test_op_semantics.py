@@ -6,6 +6,7 @@ import torch
 
 import xlanb
 from xlanb import events
+from xlanb.capture.tensor import LazyTensor
 
 XLA = "xla"
 
@@ -95,6 +96,34 @@ def test_data_dependent_ops_compute_on_device_after_one_count():
     evs = events.log.since(mark)
     assert any(isinstance(e, events.GraphCut) for e in evs)
     assert not [e for e in evs if isinstance(e, events.Fallback) and e.reason != "value access"]
+
+
+def test_unique_and_repeat_interleave_count_once_then_stay_lazy():
+    x = torch.tensor([3.0, 1.0, 3.0, float("nan"), 2.0, 1.0, 1.0])
+    r = torch.tensor([2, 0, 1])
+    lazy, lazy_r = x.to(XLA), r.to(XLA)
+    mark = events.log.mark()
+    got = torch.unique(lazy, return_inverse=True, return_counts=True)
+    got_c = torch.unique_consecutive(lazy, return_inverse=True, return_counts=True)
+    rep = torch.repeat_interleave(lazy_r)
+    cuts = [e for e in events.log.since(mark) if isinstance(e, events.GraphCut)]
+    assert len(cuts) == 3                  # one count per op; the ops themselves are recorded
+    assert all(type(t) is LazyTensor for t in (*got, *got_c, rep))
+    for a, b in zip(got + got_c + (rep,), torch.unique(x, return_inverse=True, return_counts=True)
+                    + torch.unique_consecutive(x, return_inverse=True, return_counts=True)
+                    + (torch.repeat_interleave(r),)):
+        torch.testing.assert_close(a.cpu(), b, equal_nan=True)
+    evs = events.log.since(mark)
+    assert not [e for e in evs if isinstance(e, events.Fallback) and e.reason != "value access"]
+
+
+def test_equal_and_allclose_answer_on_device():
+    a = torch.tensor([1.0, 2.0, 3.0], device=XLA)
+    assert torch.equal(a, a.clone()) is True
+    assert torch.equal(a, a + 1) is False
+    assert torch.equal(a, a[:2]) is False
+    assert torch.allclose(a, a + 1e-7) is True
+    assert torch.allclose(a, a + 1e-3) is False
 
 
 def test_boolean_mask_assignment():

@@ -122,6 +122,14 @@ def _record_unique(func, x, n, return_inverse, return_counts, consecutive):
     return rec.outputs_of(node)
 
 
+def _unique(func, x, kw: dict, consecutive: bool):
+    """Counts the distinct values (the cut), then records the unique op of that size."""
+    _cut(str(func))
+    count = _distinct(aten.reshape.default(x, [-1]), consecutive)
+    n = count if isinstance(count, int) else _count(count, str(func))
+    return _record_unique(func, x, n, kw.get("return_inverse", False), kw.get("return_counts", False), consecutive)
+
+
 def unique2(inner):
     """torch.unique (dim=None): count the distinct values, then jnp.unique of that size."""
     def h(func, args, kwargs):
@@ -129,10 +137,7 @@ def unique2(inner):
         if type(x) is not LazyTensor:
             return inner(func, args, kwargs)
         kw = dict(zip(("sorted", "return_inverse", "return_counts"), args[1:]), **(kwargs or {}))
-        _cut(str(func))
-        count = _distinct(aten.reshape.default(x, [-1]), consecutive=False)
-        n = count if isinstance(count, int) else _count(count, str(func))
-        return _record_unique(func, x, n, kw.get("return_inverse", False), kw.get("return_counts", False), False)
+        return _unique(func, x, kw, consecutive=False)
     return h
 
 
@@ -142,10 +147,7 @@ def unique_consecutive(inner):
         kw = dict(zip(("return_inverse", "return_counts", "dim"), args[1:]), **(kwargs or {}))
         if type(x) is not LazyTensor or kw.get("dim") is not None:
             return inner(func, args, kwargs)
-        _cut(str(func))
-        count = _distinct(aten.reshape.default(x, [-1]), consecutive=True)
-        n = count if isinstance(count, int) else _count(count, str(func))
-        return _record_unique(func, x, n, kw.get("return_inverse", False), kw.get("return_counts", False), True)
+        return _unique(func, x, kw, consecutive=True)
     return h
 
 

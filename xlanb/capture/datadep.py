@@ -14,9 +14,13 @@ import torch
 
 from xlanb import events
 from xlanb._config import config
+from xlanb.capture import record as rec
 from xlanb.capture.frames import user_frames
 from xlanb.capture.realize import execution_guards, to_cpu
-from xlanb.capture.tensor import LazyTensor
+from xlanb.capture.tensor import LazyTensor, new_tensor, tensor_meta, value, write_value
+from xlanb.ir.node import data_node, intern_meta, make_node, meta_of
+from xlanb.lower.fallback import counter_name, host_dispatch
+from xlanb.runtime.transfer import upload
 
 aten = torch.ops.aten
 
@@ -26,6 +30,70 @@ def _cut(name: str) -> None:
     for guard in execution_guards:
         guard(f"data-dependent op {name}", frames)
     events.emit(events.GraphCut(op=name, frames=frames))
+
+
+def _to_host(x, cause: str):
+    if type(x) is LazyTensor:
+        return to_cpu(x, cause=cause)
+    if type(x) in (list, tuple):
+        return type(x)(_to_host(y, cause) for y in x)
+    if isinstance(x, torch.device):
+        return torch.device("cpu")
+    return x
+
+
+def _to_device(x):
+    if isinstance(x, torch.Tensor) and type(x) is not LazyTensor and x.device.type == "cpu":
+        return new_tensor(data_node(upload(x), meta_of(x)), meta_of(x))
+    if isinstance(x, (list, tuple)):      # torch.return_types (tuple subclasses) included
+        return (list if isinstance(x, list) else tuple)(_to_device(y) for y in x)
+    return x
+
+
+def cpu_cut(func, args, kwargs):
+    """Runs func on CPU with computed inputs; outputs return as device data (an op with no
+    meta kernel, or whose inputs are not all xla tensors)."""
+    name = str(func)
+    _cut(name)
+    events.emit(events.Fallback(op=counter_name(name), reason="data-dependent output shape"))
+    cause = f"data-dependent op {name}"
+    host_args = _to_host(args, cause)
+    host_kwargs = {k: _to_host(v, cause) for k, v in (kwargs or {}).items()}
+    with torch.no_grad(), host_dispatch():
+        out = func(*host_args, **host_kwargs)
+    if func._schema.is_mutable:     # an in-place op: write the CPU result back
+        _write_back_host(func, args, host_args, host_kwargs)
+        return _mutable_returns(func, args, kwargs, out)
+    return _to_device(out)
+
+
+def _mutable_returns(func, args, kwargs, out):
+    """What a mutable op returns: its written arguments where a return aliases one, else the
+    CPU result moved to the device."""
+    returns = func._schema.returns
+    if not returns:
+        return None
+    outs = out if len(returns) > 1 else (out,)
+    by_alias = {}
+    for i, a in enumerate(func._schema.arguments):
+        if a.alias_info is not None and a.alias_info.is_write:
+            by_alias[frozenset(a.alias_info.before_set)] = args[i] if i < len(args) else (kwargs or {}).get(a.name)
+    values = []
+    for r, o in zip(returns, outs):
+        alias = frozenset(r.alias_info.before_set) if r.alias_info is not None else None
+        values.append(by_alias[alias] if alias in by_alias else _to_device(o))
+    return values[0] if len(returns) == 1 else tuple(values)
+
+
+def _write_back_host(func, args, host_args, host_kwargs):
+    for i, a in enumerate(func._schema.arguments):
+        if a.alias_info is not None and a.alias_info.is_write:
+            target = args[i] if i < len(args) else None
+            host = host_args[i] if i < len(host_args) else host_kwargs.get(a.name)
+            targets, hosts = (target, host) if isinstance(target, (list, tuple)) else ((target,), (host,))
+            for t, h in zip(targets, hosts):
+                if type(t) is LazyTensor:
+                    write_value(t, data_node(upload(h), tensor_meta(t)))
 
 
 def _is_mask(i) -> bool:
@@ -111,9 +179,6 @@ def _distinct(flat, consecutive: bool):
 
 
 def _record_unique(func, x, n, return_inverse, return_counts, consecutive):
-    from xlanb.capture import record as rec
-    from xlanb.capture.tensor import value
-    from xlanb.ir.node import intern_meta, make_node
     metas = (intern_meta((n,), x.dtype),
              intern_meta(tuple(x.shape) if return_inverse else (0,), torch.int64),
              intern_meta((n,) if return_counts else (0,), torch.int64))

@@ -14,10 +14,10 @@ import torch
 
 from xlanb import events
 from xlanb.capture import realize
-from xlanb.capture.handlers import choose_handler, tensor_meta
+from xlanb.capture.handlers import choose_handler
 from xlanb.capture.record import outputs_of
 from xlanb.capture.state import state
-from xlanb.capture.tensor import LazyTensor
+from xlanb.capture.tensor import LazyTensor, tensor_meta
 from xlanb.ir.node import intern_meta, make_node
 
 _in_backward = torch._C._current_graph_task_id

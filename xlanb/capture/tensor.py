@@ -14,7 +14,7 @@ import weakref
 import torch
 
 from xlanb.capture.state import state
-from xlanb.ir.node import Meta, Node, make_node
+from xlanb.ir.node import Meta, Node, data_node, intern_meta, make_node
 
 _make_wrapper = torch.Tensor._make_wrapper_subclass
 _STRIDED = torch.strided
@@ -209,6 +209,37 @@ def write(t: LazyTensor, new: Node) -> None:
     s.node = new
     s.version += 1
     mark_pending(s)
+
+
+def tensor_meta(t: LazyTensor) -> Meta:
+    n = t._n
+    if n is not None:
+        return n.meta
+    if t._v:
+        return t._v[-1].meta
+    return t._s.node.meta
+
+
+def write_value(target: LazyTensor, node: Node) -> None:
+    """Writes node into target, casting to target's dtype (in-place ops keep self's dtype)."""
+    tm = tensor_meta(target)
+    nm = node.meta
+    if nm is not tm:
+        if nm.shape != tm.shape:
+            node = make_node(torch.ops.aten.expand.default, "aten.expand.default", (node, tm.shape), None,
+                             intern_meta(tuple(tm.shape), nm.dtype))
+        if nm.dtype != tm.dtype:
+            node = make_node(torch.ops.aten._to_copy.default, "aten._to_copy.default", (node,), {"dtype": tm.dtype}, tm)
+        elif node.meta is not tm:
+            node = _relabel(node, tm)
+    write(target, node)
+
+
+def _relabel(node: Node, meta: Meta) -> Node:
+    """Same computation, the target's layout (strides are not part of the value)."""
+    if node.buf is not None:
+        return data_node(node.buf, meta)
+    return make_node(node.op, node.name, node.args, node.kwargs, meta, node.loc)
 
 
 def set_device(device: torch.device) -> None:

@@ -1,0 +1,222 @@
+"""In-place and out= ops: the functional op is recorded and its result written back into
+the written arguments (through their views); out= tensors of another shape are resized."""
+
+from __future__ import annotations
+
+import torch
+
+from xlanb.capture import record as rec
+from xlanb.capture.datadep import cpu_cut
+from xlanb.capture.frames import user_location
+from xlanb.capture.record import NoMetaKernel, plan_of
+from xlanb.capture.rng import take_key
+from xlanb.capture.state import state
+from xlanb.capture.tensor import LazyTensor, mark_pending, tensor_meta, value, write_value
+from xlanb.ir.node import intern_meta, make_node
+
+aten = torch.ops.aten
+
+
+_RANDOM_FUNCTIONAL = {
+    "aten.normal_.default": "normal_functional.default",
+    "aten.bernoulli_.float": "bernoulli.p",
+}
+
+
+def _signature(arguments) -> list:
+    return [(a.name, str(a.type)) for a in arguments]
+
+
+def functional_variant(func):
+    """The out-of-place op that computes what the in-place / out= op writes: the overload of
+    the base name whose arguments (names and types) are the same, minus the out= ones."""
+    name = str(func)
+    if name in _RANDOM_FUNCTIONAL:
+        return lookup(_RANDOM_FUNCTIONAL[name])
+    schema = func._schema
+    base = schema.name.split("::")[1]
+    written = [a for a in schema.arguments if a.alias_info is not None and a.alias_info.is_write]
+    if written and all(a.kwarg_only for a in written):          # out= variant
+        written_names = {w.name for w in written}
+        packet = getattr(aten, base, None)
+        want = _signature([a for a in schema.arguments if a.name not in written_names])
+        overload = None
+    elif base.endswith("_"):
+        packet = getattr(aten, base[:-1], None)
+        want = _signature(schema.arguments)
+        overload = func._overloadname
+    else:
+        return None
+    if packet is None:
+        return None
+    candidates = []
+    for o in packet.overloads():
+        op = getattr(packet, o)
+        if not op._schema.is_mutable and _signature(op._schema.arguments) == want:
+            candidates.append(op)
+    for op in candidates:
+        if op._overloadname == overload:
+            return op
+    if candidates:
+        return candidates[0]
+    for o in packet.overloads():      # factories: zeros.out -> zeros (dtype=, device=, ... defaulted)
+        op = getattr(packet, o)
+        args = [a for a in op._schema.arguments if not (a.kwarg_only and a.has_default_value())]
+        if not op._schema.is_mutable and _signature(args) == want:
+            return op
+    return None
+
+
+def lookup(qualified: str):
+    packet, overload = qualified.split(".")
+    return getattr(getattr(aten, packet), overload)
+
+
+def mutation_handler(func):
+    """In-place and out= ops through their functional op, or None where there is none."""
+    functional = functional_variant(func)
+    schema = func._schema
+    written = [(i, a) for i, a in enumerate(schema.arguments) if a.alias_info is not None and a.alias_info.is_write]
+    if functional is None or func.is_view or len(written) > 1 and not all(a.kwarg_only for _, a in written):
+        return None
+    out_names = {a.name for _, a in written if a.kwarg_only}
+    defaults = []
+    for a in schema.arguments:
+        if a.kwarg_only:
+            continue
+        if not a.has_default_value():
+            defaults.append(None)
+        else:
+            d = a.default_value
+            defaults.append(tuple(d) if isinstance(d, list) else d)
+    defaults = tuple(defaults)
+    fplan = plan_of(functional)
+    iplan = plan_of(func)
+    if out_names and not any(str(a.type).startswith(("Tensor", "Optional[Tensor]", "List[Tensor]"))
+                             for a in functional._schema.arguments):
+        return _factory_out(functional, out_names)
+
+    def h(func, args, kwargs):
+        kwargs = kwargs or {}
+        targets = _written_targets(written, args, kwargs)
+        for t in targets:
+            if type(t) is not LazyTensor:
+                return cpu_cut(func, args, kwargs)
+        nargs, nkwargs = rec.to_node_args(iplan, args, kwargs)
+        try:
+            rec.infer_meta(func, iplan, nargs, nkwargs)          # torch's checks and messages
+        except NoMetaKernel:
+            return cpu_cut(func, args, kwargs)
+        if out_names and nkwargs:
+            nkwargs = {k: v for k, v in nkwargs.items() if k not in out_names} or None
+        if len(nargs) < len(defaults):      # the functional form may lack the in-place defaults
+            nargs = nargs + defaults[len(nargs):]
+        try:
+            meta = rec.infer_meta(functional, fplan, nargs, nkwargs)
+        except NoMetaKernel:
+            return cpu_cut(func, args, kwargs)
+        if fplan.rule is not None and fplan.rule.rng:
+            nargs = (take_key(),) + nargs
+        loc = user_location() if state.track_locations else None
+        node = make_node(functional, fplan.name, nargs, nkwargs, meta, loc)
+        outs = rec.output_nodes(node)
+        if out_names:
+            for target, out in zip(targets, outs):
+                if out is not None and tensor_meta(target).shape != out.meta.shape:
+                    resize_value(target, out.meta.shape)
+        for target, out in zip(targets, outs):
+            write_value(target, out)
+        if not schema.returns:
+            return None
+        if out_names:
+            return targets[0] if len(targets) == 1 else tuple(targets)
+        return args[written[0][0]]
+    return h
+
+
+def _factory_out(functional, out_names):
+    """zeros(..., out=t), arange(..., out=t): the factory (constant arguments), written into t."""
+    from xlanb.capture.factories import _record_factory
+
+    def h(func, args, kwargs):
+        kwargs = dict(kwargs or {})
+        target = kwargs.pop(next(iter(out_names)))
+        if type(target) is not LazyTensor:
+            return cpu_cut(func, args, {**kwargs, next(iter(out_names)): target})
+        made = _record_factory(functional, tuple(args), {**kwargs, "dtype": target.dtype})
+        if tensor_meta(target).shape != tuple(made.shape):
+            resize_value(target, tuple(made.shape))
+        write_value(target, value(made))
+        return target
+    return h
+
+
+def _written_targets(written, args, kwargs) -> list:
+    targets = []
+    for i, a in written:
+        t = args[i] if i < len(args) and not a.kwarg_only else kwargs.get(a.name)
+        if isinstance(t, (list, tuple)):
+            targets.extend(t)
+        elif t is not None:
+            targets.append(t)
+    return targets
+
+
+def _restride(t: LazyTensor, size, stride, offset=0) -> None:
+    """Sets the wrapper's sizes and strides (within its storage), as torch's kernels do."""
+    with torch._C._DisableTorchDispatch():
+        aten.as_strided_.default(t, list(size), list(stride), offset)
+
+
+def _contiguous_strides(shape) -> list:
+    strides, acc = [], 1
+    for d in reversed(shape):
+        strides.append(acc)
+        acc *= max(d, 1)
+    return strides[::-1]
+
+
+def resize_value(t: LazyTensor, shape) -> None:
+    """Gives `t` the shape `shape` in place, keeping its first elements in order (resize_, and
+    out= tensors of another shape). Only within the memory the tensor has: xla tensors
+    cannot grow in place."""
+    shape = tuple(int(d) for d in shape)
+    meta = tensor_meta(t)
+    if meta.shape == shape:
+        return
+    numel = 1
+    for d in shape:
+        numel *= d
+    itemsize = torch.empty((), dtype=meta.dtype).element_size()
+    if numel * itemsize > t.untyped_storage().nbytes() or t._n is None and t._s is not None:
+        raise NotImplementedError(
+            f"resizing an xla tensor of shape {list(meta.shape)} to {list(shape)} in place is not supported "
+            "(xla tensors cannot grow, nor resize while views share their memory); allocate a tensor of "
+            "the new shape instead (for out=, pass an out tensor of the result's shape)")
+    flat = make_node(aten.reshape.default, "aten.reshape.default", (value(t), (-1,)), None,
+                     intern_meta((meta.numel,), meta.dtype))
+    part = make_node(aten.slice.Tensor, "aten.slice.Tensor", (flat, 0, 0, numel), None,
+                     intern_meta((numel,), meta.dtype))
+    new_meta = intern_meta(shape, meta.dtype)
+    node = make_node(aten.reshape.default, "aten.reshape.default", (part, shape), None, new_meta)
+    _restride(t, shape, _contiguous_strides(shape))
+    t._n = node
+    mark_pending(t)
+
+
+def resize_(func, args, kwargs):
+    self = args[0]
+    shape = tuple(args[1].shape) if str(func).startswith("aten.resize_as_") else tuple(args[1])
+    if type(self) is not LazyTensor:
+        return cpu_cut(func, args, kwargs)
+    resize_value(self, shape)
+    return self
+
+
+def unsupported_mutation(func, args, kwargs):
+    name = str(func)
+    if func.is_view:
+        raise NotImplementedError(
+            f"{name} changes a tensor's shape in place, which xla tensors cannot do; "
+            f"use the out-of-place form (e.g. `x = x.{name.split('.')[1].rstrip('_')}(...)`)")
+    return cpu_cut(func, args, kwargs)

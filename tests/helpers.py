@@ -1,6 +1,12 @@
-"""Counters the tests read (metric sample counts; 0 when the metric does not exist yet)."""
+"""What tests share: counters they read (metric sample counts; 0 when the metric does not exist
+yet), and a small compiled step's cell report."""
+
+import torch
 
 import xlanb
+from xlanb import events
+from xlanb.report import CellContext, build_report
+from xlanb.runtime.cache import compiled_cache
 
 
 def samples(name: str) -> int:
@@ -26,3 +32,15 @@ def eager_executes() -> int:
 
 def counter(name: str) -> int:
     return xlanb.metrics.counter_value(name) or 0
+
+
+def step_report(execution_count: int):
+    """The CellReport of one named compiled step (matmul, relu, sum) from an empty cache."""
+    compiled_cache.clear()
+    w = torch.ones(8, 8, device="xla")
+    xlanb.sync()
+    mark = events.log.mark()
+    with xlanb.compile(name="step"):
+        y = (w @ w).relu().sum()
+    y.item()
+    return build_report(events.log.since(mark), CellContext(execution_count=execution_count))

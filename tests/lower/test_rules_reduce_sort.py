@@ -5,20 +5,9 @@ import torch
 
 from rulecheck import check, run_rule
 
-nan, inf = float("nan"), float("inf")
-_g = torch.Generator().manual_seed(0)
+from reduce_inputs import XB, XBF, XI, XN, X, generator, inf, nan  # noqa: E402
 
-
-X = torch.randn(3, 4, 5, generator=_g)            # no ties: indices are well defined
-XN = X.clone()
-XN[0, 1, 2] = nan
-XN[2, 3, 0] = nan
-XN[1, 0, :] = inf
-XI = torch.randint(-50, 50, (3, 4, 5), generator=_g)
-XB = XI > 10
-XBF = X.bfloat16()
-TOL = dict(atol=1e-5, rtol=1e-5)
-BTOL = dict(atol=2e-2, rtol=2e-2)
+_g = generator()
 
 
 # Sorting ------------------------------------------------------------------------------------

@@ -5,12 +5,8 @@ import json
 import os
 
 import pytest
-import torch
 
-import xlanb
-from xlanb import events
-from xlanb.report import CellContext, build_report
-from xlanb.runtime.cache import compiled_cache
+from helpers import step_report
 
 sync_api = pytest.importorskip("playwright.sync_api")
 CHROMIUM = "/usr/bin/chromium"
@@ -20,14 +16,7 @@ ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--d
 
 
 def report_json() -> dict:
-    compiled_cache.clear()
-    w = torch.ones(8, 8, device="xla")
-    xlanb.sync()
-    mark = events.log.mark()
-    with xlanb.compile(name="step"):
-        y = (w @ w).relu().sum()
-    y.item()
-    return build_report(events.log.since(mark), CellContext(execution_count=1)).to_json()
+    return step_report(execution_count=1).to_json()
 
 
 def test_widget_renders_the_report_and_its_tabs_work():

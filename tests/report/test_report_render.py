@@ -5,28 +5,18 @@ import re
 
 import jsonschema
 import pytest
-import torch
 
-import xlanb
-from xlanb import events
+from helpers import step_report
 from xlanb.ir.graph import IrLine
-from xlanb.report import (REPORT_SCHEMA_VERSION, SCHEMA, CellContext, Cells, build_report, draw_dag, highlight,
-                          render_html, render_text, rewrite_locations)
+from xlanb.report import (REPORT_SCHEMA_VERSION, SCHEMA, Cells, draw_dag, highlight, render_html, render_text,
+                          rewrite_locations)
 from xlanb.report.hlo import PATTERN
 from xlanb.report.where import display_source
-from xlanb.runtime.cache import compiled_cache
 
 
 @pytest.fixture(scope="module")
 def report():
-    compiled_cache.clear()             # module-scoped: set up before the per-test cache clearing
-    w = torch.ones(8, 8, device="xla")
-    xlanb.sync()
-    mark = events.log.mark()
-    with xlanb.compile(name="step"):
-        y = (w @ w).relu().sum()
-    y.item()
-    return build_report(events.log.since(mark), CellContext(execution_count=3))
+    return step_report(execution_count=3)       # module-scoped: built before the per-test cache clearing
 
 
 def test_json_is_versioned_valid_and_says_what_the_text_says(report):

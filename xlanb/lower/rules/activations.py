@@ -326,22 +326,22 @@ def _safe_softmax(x, dim, dtype=None):
     return jnp.where(masked, jnp.zeros_like(out), out)
 
 
-@lowers("aten._softmax_backward_data.default")
-def _softmax_backward_data(grad_output, output, dim, input_dtype):
+def _softmax_grad(grad_output, output, dim, grad):
+    """grad(g, y, d) of the softmax family along `dim`, in float32 for half inputs."""
     g, y = up(grad_output), up(output)
     g1, d = _as_1d(g, dim)
-    y1 = y.reshape(g1.shape)
     if g1.size == 0:
         return g
-    gy = g1 * y1
-    return (gy - y1 * jnp.sum(gy, axis=d, keepdims=True)).reshape(g.shape)
+    return grad(g1, y.reshape(g1.shape), d).reshape(g.shape)
+
+
+@lowers("aten._softmax_backward_data.default")
+def _softmax_backward_data(grad_output, output, dim, input_dtype):
+    return _softmax_grad(grad_output, output, dim,
+                         lambda g, y, d: g * y - y * jnp.sum(g * y, axis=d, keepdims=True))
 
 
 @lowers("aten._log_softmax_backward_data.default")
 def _log_softmax_backward_data(grad_output, output, dim, input_dtype):
-    g, y = up(grad_output), up(output)
-    g1, d = _as_1d(g, dim)
-    y1 = y.reshape(g1.shape)
-    if g1.size == 0:
-        return g
-    return (g1 - jnp.exp(y1) * jnp.sum(g1, axis=d, keepdims=True)).reshape(g.shape)
+    return _softmax_grad(grad_output, output, dim,
+                         lambda g, y, d: g - jnp.exp(y) * jnp.sum(g, axis=d, keepdims=True))

@@ -4,9 +4,7 @@ yet), and a small compiled step's cell report."""
 import torch
 
 import xlanb
-from xlanb import events
 from xlanb.report import CellContext, build_report
-from xlanb.runtime.cache import compiled_cache
 
 
 def samples(name: str) -> int:
@@ -36,11 +34,11 @@ def counter(name: str) -> int:
 
 def step_report(execution_count: int):
     """The CellReport of one named compiled step (matmul, relu, sum) from an empty cache."""
-    compiled_cache.clear()
+    xlanb.runtime_state().cache.clear()
     w = torch.ones(8, 8, device="xla")
     xlanb.sync()
-    mark = events.log.mark()
-    with xlanb.compile(name="step"):
+    mark = xlanb.runtime_state().log.mark()
+    with xlanb.hooks.recording_texts(), xlanb.compile(name="step"):
         y = (w @ w).relu().sum()
     y.item()
-    return build_report(events.log.since(mark), CellContext(execution_count=execution_count))
+    return build_report(xlanb.runtime_state().log.since(mark), CellContext(execution_count=execution_count))

@@ -1,11 +1,13 @@
-"""The package imports in one direction only (STYLE.md): a module imports only from layers
-before it. notebook may import everything; nothing imports notebook."""
+"""The package imports in one direction only (STYLE.md, docs/architecture.md): a module imports
+only from layers before it, at module level or inside a function. notebook may import every
+layer but the package root; nothing imports notebook; nothing inside imports `xlanb` itself."""
 
 import ast
 import pathlib
 
 ROOT = pathlib.Path(__file__).resolve().parents[1] / "xlanb"
-LAYERS = ["_config", "events", "ir", "lower", "runtime", "capture", "metrics", "debug", "report", "notebook"]
+LAYERS = ["_config", "events", "state", "ir", "lower", "runtime", "capture", "hooks", "metrics", "debug",
+          "report", "notebook"]
 
 
 def layer_of(module: str) -> str | None:
@@ -16,20 +18,34 @@ def layer_of(module: str) -> str | None:
 
 
 def imports(path: pathlib.Path):
+    """Every module an import statement names, anywhere in the file (functions included);
+    `from xlanb import metrics` names xlanb.metrics, `from xlanb import x` of a non-module names xlanb."""
     tree = ast.parse(path.read_text())
     for node in ast.walk(tree):
         if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            yield node.module
+            if node.module == "xlanb":
+                for alias in node.names:
+                    yield f"xlanb.{alias.name}" if alias.name in LAYERS else "xlanb"
+            else:
+                yield node.module
         elif isinstance(node, ast.Import):
             for alias in node.names:
                 yield alias.name
 
 
+def own_layer(path: pathlib.Path) -> str:
+    return path.relative_to(ROOT).parts[0].removesuffix(".py")
+
+
+def test_every_module_belongs_to_a_layer():
+    layers = {own_layer(p) for p in ROOT.rglob("*.py")} - {"__init__", "labextension"}
+    assert layers <= set(LAYERS), f"modules outside the layer list: {sorted(layers - set(LAYERS))}"
+
+
 def test_imports_flow_one_way():
     problems = []
     for path in ROOT.rglob("*.py"):
-        rel = path.relative_to(ROOT)
-        own = rel.parts[0].removesuffix(".py")
+        own = own_layer(path)
         if own == "__init__":
             continue
         for module in imports(path):
@@ -37,8 +53,23 @@ def test_imports_flow_one_way():
             if target is None or target == own:
                 continue
             if LAYERS.index(target) > LAYERS.index(own):
-                problems.append(f"{rel} imports {module}")
+                problems.append(f"{path.relative_to(ROOT)} imports {module}")
     assert problems == []
+
+
+def test_nothing_inside_imports_the_package_root():
+    """`import xlanb` from inside the package hides an upward import from the test above."""
+    problems = [f"{path.relative_to(ROOT)} imports {module}"
+                for path in ROOT.rglob("*.py") if own_layer(path) != "__init__"
+                for module in imports(path) if module == "xlanb"]
+    assert problems == []
+
+
+def test_the_layer_check_sees_hidden_imports(tmp_path):
+    """Imports inside functions, and `from xlanb import <layer>`, are seen."""
+    source = tmp_path / "m.py"
+    source.write_text("def f():\n    from xlanb import metrics\n    import xlanb\n    from xlanb.report import x\n")
+    assert list(imports(source)) == ["xlanb.metrics", "xlanb", "xlanb.report"]
 
 
 def test_runtime_never_imports_ipython():

@@ -11,20 +11,34 @@ from __future__ import annotations
 
 import torch as _torch
 
-from xlanb import metrics, debug
-from xlanb.capture import register as _register
+from xlanb import debug, hooks, metrics
+from xlanb.capture import install as _install_capture
 from xlanb.capture.modes import compile, eager_mode, eager_mode_context, is_eager_mode
 from xlanb.capture.realize import sync
 from xlanb.capture.rng import manual_seed
 from xlanb.runtime.executor import wait
+from xlanb.state import Runtime, runtime_state
 
 __version__ = "0.1.0"
 __all__ = [
     "device", "sync", "wait", "compile", "eager_mode", "is_eager_mode", "eager_mode_context",
-    "manual_seed", "metrics", "debug", "__version__",
+    "manual_seed", "metrics", "debug", "hooks", "runtime_state", "reset", "Runtime", "__version__",
 ]
 
-_device = _register()
+
+def _install() -> _torch.device:
+    """The one install step: the device, op dispatch, factories and the module patch; the
+    metrics counter and the debug printer as event listeners. Idempotent."""
+    rt = runtime_state()
+    if rt.device is None:
+        device = _install_capture()
+        metrics.install()
+        debug.install()
+        return device
+    return rt.device
+
+
+_device = _install()
 
 
 def device(index: int = 0) -> _torch.device:
@@ -32,6 +46,12 @@ def device(index: int = 0) -> _torch.device:
     if index != 0:
         raise ValueError(f"xlanb drives one device; xla:{index} does not exist")
     return _device
+
+
+def reset() -> None:
+    """A fresh runtime without restarting the process: nothing pending, compiled-graph cache,
+    event log and counters empty, lazy mode, graph limits forgotten (`runtime_state().reset()`)."""
+    runtime_state().reset()
 
 
 def load_ipython_extension(ip):   # `%load_ext xlanb`

@@ -79,15 +79,27 @@ def _validate(cfg: Config) -> None:
 
 
 _current = from_environ()
+_fixed: dict[str, str] = {}      # fields that cannot change any more -> why
 
 
 def config() -> Config:
+    """The configuration in force now. Code reads it where a value is used, never at import."""
     return _current
+
+
+def fix_field(name: str, reason: str) -> None:
+    """From now on `name` cannot change (it was used once for good, e.g. to name the device)."""
+    _fixed[name] = reason
 
 
 def set_config(**changes) -> Config:
     """Replaces settings for the rest of the process; returns the previous config."""
     global _current
+    for name, value in changes.items():
+        if name in _fixed and value != getattr(_current, name):
+            env = "XLANB_" + name.upper()
+            raise ValueError(f"{name} cannot change after xlanb is imported ({_fixed[name]}); "
+                             f"set {env} before importing xlanb")
     previous = _current
     new = dataclasses.replace(_current, **changes)
     _validate(new)

@@ -8,22 +8,21 @@ from __future__ import annotations
 
 import sys
 
-import jax
 
 from xlanb import events
-from xlanb._config import config
-from xlanb.capture.state import state
 from xlanb.capture.tensor import LazyTensor, value
-from xlanb.ir.graph import build_graph, graph_text, lines_text
-from xlanb.runtime.cache import compiled_cache
+from xlanb.ir.graph import build_graph, graph_text
 from xlanb.runtime.executor import lower_graph
+from xlanb.state import runtime_state
+
+_rt = runtime_state()
 
 
 def _graph(tensors):
     for t in tensors:
         if type(t) is not LazyTensor:
             raise TypeError(f"expected xla tensors, got {type(t).__name__} on {getattr(t, 'device', '?')}")
-    return build_graph([value(t) for t in tensors], state.graph_name)
+    return build_graph([value(t) for t in tensors], _rt.graph_name)
 
 
 def ir_text(*tensors) -> str:
@@ -32,31 +31,27 @@ def ir_text(*tensors) -> str:
 
 
 def hlo_text(*tensors, stage: str = "stablehlo") -> str:
-    """The graph behind `tensors` as StableHLO, HLO, or optimized HLO (compiles it)."""
+    """The graph behind `tensors` as StableHLO, HLO, or optimized HLO, through the runtime's own
+    lowering (the optimized HLO of a cached graph comes from its executable; else it compiles)."""
     if stage not in ("stablehlo", "hlo", "optimized"):
         raise ValueError(f"stage must be 'stablehlo', 'hlo' or 'optimized', got {stage!r}")
     graph = _graph(tensors)
-    compiled = compiled_cache.get(graph.key)
-    if compiled is not None:
-        return compiled.as_text(stage)
-    lowered, _, _ = lower_graph(graph)
-    if stage == "stablehlo":
-        return lowered.as_text()
-    if stage == "hlo":
-        return lowered.as_text(dialect="hlo")
-    with jax.enable_x64(True):
-        return lowered.compile().as_text()
+    if stage == "optimized":
+        compiled = _rt.cache.get(graph.key)
+        return (compiled or lower_graph(graph).compile()).as_text()
+    return lower_graph(graph).as_text(stage)
 
 
 def explain_recompiles(include_eager: bool = False) -> str:
     """Every recompile in the event log, with what changed against the nearest earlier graph.
 
     Eager-mode op graphs compile once per op shape by design; they are left out unless asked for.
+    Source lines in notebook cells read `In [6] line 2` once the notebook extension is loaded.
     """
     lines = []
-    for e in events.log.all():
+    for e in _rt.log.all():
         if isinstance(e, events.Compile) and e.recompile is not None and (include_eager or not e.eager):
-            lines.append(e.recompile.text())
+            lines.append(e.recompile.text(_rt.location_namer))
     return "\n".join(lines) if lines else "no recompiles: every graph compiled once"
 
 
@@ -65,7 +60,7 @@ def _frame_text(frames) -> str:
 
 
 def _print_debug(e: events.Event) -> None:
-    level = config().debug
+    level = _rt.config.debug
     if level <= 0:
         return
     out = sys.stderr
@@ -74,16 +69,18 @@ def _print_debug(e: events.Event) -> None:
               f"{len(e.inputs)} inputs, {len(e.outputs)} outputs; lower {e.lower_ns / 1e6:.1f} ms, "
               f"compile {e.compile_ns / 1e6:.1f} ms" + (" (disk cache hit)" if e.persistent_hit else ""), file=out)
         if e.recompile is not None:
-            print(f"xlanb:   {e.recompile.text()}", file=out)
+            print(f"xlanb:   {e.recompile.text(_rt.location_namer)}", file=out)
         if level >= 3:
-            print(lines_text(e.ir), file=out)
+            print(events.lines_text(e.ir), file=out)
         if level >= 4:
-            print(e.stages.as_text("stablehlo"), file=out)
+            print(e.stablehlo, file=out)
         if level >= 5:
-            print(e.stages.as_text("optimized"), file=out)
+            print(e.optimized, file=out)
     elif isinstance(e, events.Execute) and level >= 2:
         print(f"xlanb: execute {e.name} [{e.key}]{' (cached)' if e.cached else ''} launch {e.ns / 1e3:.0f} us",
               file=out)
 
 
-events.log.subscribe(_print_debug)
+
+def install() -> None:
+    _rt.subscribe(_print_debug)

@@ -1,7 +1,10 @@
 """Structured events: the runtime's only output besides results.
 
-Every trace, compile, execution, transfer, fallback and sync appends one event to the
-log. Metrics (xlanb.metrics) and cell reports (xlanb.report) are pure readers of it.
+Every compile, execution, transfer, fallback and sync appends one event to the log
+(`xlanb.runtime_state().log`). Metrics (xlanb.metrics) and cell reports (xlanb.report) are
+pure readers of it. Events are plain, immutable data: numbers, strings, and tuples and frozen
+dataclasses of those, all defined here. They never hold executables, nodes or buffers, so a
+long log keeps no device or compiler memory alive.
 """
 
 from __future__ import annotations
@@ -9,11 +12,18 @@ from __future__ import annotations
 import collections
 import dataclasses
 import itertools
+import os
 import threading
 import time
 from typing import Callable
 
-_seq = itertools.count(1)
+_seq = itertools.count(1)          # event ids: increasing for the whole process, never reset
+_PACKAGE_DIRS = (os.sep + "site-packages" + os.sep, os.sep + "dist-packages" + os.sep)
+
+
+def in_package(filename: str) -> bool:
+    """The file belongs to an installed package (jax, IPython, ...), not to the user's code."""
+    return any(d in filename for d in _PACKAGE_DIRS)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -35,6 +45,98 @@ class TensorInfo:
 
     def __str__(self) -> str:
         return f"{self.dtype}[{','.join(map(str, self.shape))}]"
+
+
+def counter_name(name: str) -> str:
+    """`aten.nonzero.default` or `aten::nonzero.default` -> `aten::nonzero` (torch_xla's counter name)."""
+    if "::" in name:
+        ns, _, rest = name.partition("::")
+        return f"{ns}::{rest.split('.')[0]}"
+    parts = name.split(".")
+    return f"{parts[0]}::{parts[1]}" if len(parts) >= 2 else name
+
+
+@dataclasses.dataclass(frozen=True)
+class IrLine:
+    """One node of a graph as plain data (no references to nodes or buffers)."""
+    index: int
+    op: str
+    type: str
+    operands: tuple[int, ...]
+    attrs: str
+    location: str = ""
+    roots: tuple[int, ...] = ()
+    is_input: bool = False
+
+    def text(self) -> str:
+        if self.is_input:
+            body = f"{self.type} xlanb::device_data()"
+        else:
+            body = f"{self.type} {self.op}({', '.join(f'%{i}' for i in self.operands)})"
+            if self.attrs:
+                body += ", " + self.attrs
+        if self.location:
+            body += f", location={self.location}"
+        return f"%{self.index} = {body}" + "".join(f", ROOT={r}" for r in self.roots)
+
+
+def lines_text(lines) -> str:
+    """torch_xla-like IR text: one node a line, `%i = type op(operands), attrs`."""
+    return "\n".join(["IR {"] + [f"  {line.text()}" for line in lines] + ["}"])
+
+
+@dataclasses.dataclass(frozen=True)
+class Change:
+    """One ingredient of a graph's cache key that differs from the graph compared with."""
+    kind: str              # "input", "inputs", "op", "operands", "constant", "shape", "scalar",
+                           # "outputs", "donation", "sharding", "evicted"
+    index: int
+    before: str
+    after: str
+    location: str = ""     # "file.py:12" of the op, when known
+
+    def __str__(self) -> str:
+        where = f" ({self.location})" if self.location else ""
+        if self.kind == "input":
+            return f"input {self.index}: {self.before} -> {self.after}"
+        if self.kind == "op":
+            return f"op {self.index}: {self.before} -> {self.after}{where}"
+        if self.kind == "operands":
+            return f"op {self.index} operands: {self.before} -> {self.after}{where}"
+        if self.kind == "constant":
+            return f"constant in op {self.index}: {self.before} -> {self.after}{where}"
+        if self.kind == "shape":
+            return f"op {self.index} output: {self.before} -> {self.after}{where}"
+        if self.kind == "scalar":
+            return f"scalar {self.index}: {self.before} -> {self.after}"
+        if self.kind == "donation":
+            return f"donation changed: {self.before} -> {self.after}"
+        if self.kind == "evicted":
+            return f"the same graph was evicted from the cache ({self.after})"
+        if self.kind == "cleared":
+            return f"the same graph compiled before; {self.after}"
+        return f"{self.kind}: {self.before} -> {self.after}"
+
+
+@dataclasses.dataclass(frozen=True)
+class Recompile:
+    """Why a graph compiled again: its key against the nearest earlier key of the same name."""
+    name: str
+    against: str                     # digest of the earlier graph compared with
+    changes: tuple[Change, ...]
+    where: str = ""                  # "file.py:12": the user's line that made the graph run
+
+    def text(self, name_location=None) -> str:
+        """One line; `name_location("f.py:3") -> "In [2] line 3"` names notebook cells."""
+        changes, where = self.changes, self.where
+        if name_location is not None:
+            changes = tuple(dataclasses.replace(c, location=name_location(c.location)) if c.location else c
+                            for c in changes)
+            where = name_location(where) if where else where
+        head = f"{self.name}: recompiled" + (f" at {where}" if where else "")
+        if len(changes) == 1 and changes[0].kind in ("evicted", "cleared"):
+            return f"{head}: {changes[0]} (graph {self.against})"
+        return f"{head}; vs graph {self.against}: " + "; ".join(map(str, changes))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -59,9 +161,21 @@ class Compile(Event):
     cause: str
     frames: tuple[Frame, ...] = ()
     fallback_ops: tuple[str, ...] = ()
-    recompile: object = None          # ir.explain.Explanation, or None for a first compile
-    stages: object = None             # runtime.stages.Compiled, for HLO text and analyses
-    ir: tuple = ()                    # ir.graph.IrLine per node: the graph as plain data
+    recompile: Recompile | None = None    # None for the first compile of a name
+    ir: tuple[IrLine, ...] = ()           # the graph as plain data
+    # kept while the runtime is asked for them (runtime_state().recording_texts()); else empty
+    stablehlo: str = ""
+    optimized: str = ""
+    cost: tuple[tuple[str, float], ...] = ()       # XLA's cost analysis, (name, value) pairs
+    memory: tuple[tuple[str, int], ...] = ()       # XLA's memory analysis, (name, bytes) pairs
+
+
+@dataclasses.dataclass(frozen=True)
+class CompileStart(Event):
+    """A cache miss: lowering and compiling starts now (a Compile event follows, or an error)."""
+    name: str
+    eager: bool
+    nodes: int
 
 
 @dataclasses.dataclass(frozen=True)
@@ -104,6 +218,21 @@ class GraphCut(Event):
     """A data-dependent op (nonzero, masked_select, ...) materialised its inputs."""
     op: str
     frames: tuple[Frame, ...] = ()
+
+
+@dataclasses.dataclass(frozen=True)
+class PendingTensor:
+    name: str
+    type: str
+    root: int                         # which root of the pending graph the variable holds
+
+
+@dataclasses.dataclass(frozen=True)
+class PendingSnapshot(Event):
+    """The pending IR of all live tensors at one moment, and the named variables that hold it."""
+    ir: tuple[IrLine, ...]
+    roots: int
+    tensors: tuple[PendingTensor, ...] = ()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -150,6 +279,3 @@ class EventLog:
         with self._lock:
             self._events.clear()
 
-
-log = EventLog()
-emit = log.emit

@@ -9,26 +9,23 @@ Timed values are in nanoseconds.
 
 from __future__ import annotations
 
-import threading
 import time
 
 from xlanb import events
+from xlanb.state import runtime_state
 
 MAX_SAMPLES = 1024
-_lock = threading.Lock()
-_counters: dict[str, int] = {}
-_metrics: dict[str, list] = {}     # name -> [count, total_ns, samples[(wall_s, value)]]
-_fallback_counters: set[str] = set()
+_rt = runtime_state()     # counters, metrics and their lock live on the Runtime (reset() zeroes them)
 
 
 def _count(name: str, n: int = 1) -> None:
-    _counters[name] = _counters.get(name, 0) + n
+    _rt.counters[name] = _rt.counters.get(name, 0) + n
 
 
 def _sample(name: str, value: float) -> None:
-    m = _metrics.get(name)
+    m = _rt.metrics.get(name)
     if m is None:
-        m = _metrics[name] = [0, 0, []]
+        m = _rt.metrics[name] = [0, 0, []]
     m[0] += 1
     m[1] += value
     samples = m[2]
@@ -37,8 +34,9 @@ def _sample(name: str, value: float) -> None:
         del samples[0]
 
 
-def _on_event(e: events.Event) -> None:
-    with _lock:
+def count_event(e: events.Event) -> None:
+    """The event-log listener that keeps the counters (subscribed by `install`)."""
+    with _rt.lock:
         if isinstance(e, events.Compile):
             _count("UncachedCompile")
             _sample("EagerOpCompileTime" if e.eager else "CompileTime", e.lower_ns + e.compile_ns)
@@ -55,7 +53,7 @@ def _on_event(e: events.Event) -> None:
             _sample("TransferToDeviceTime" if e.direction == "to_device" else "TransferFromDeviceTime", e.ns)
         elif isinstance(e, events.Fallback):
             _count(e.op)
-            _fallback_counters.add(e.op)
+            _rt.fallback_counters.add(e.op)
         elif isinstance(e, events.Sync):
             if e.kind == "mark_step":
                 _count("MarkStep")
@@ -63,39 +61,41 @@ def _on_event(e: events.Event) -> None:
             _count("GraphCut")
 
 
-events.log.subscribe(_on_event)
+
+def install() -> None:
+    _rt.subscribe(count_event)
 
 
 def counter_names() -> list[str]:
-    with _lock:
-        return sorted(_counters)
+    with _rt.lock:
+        return sorted(_rt.counters)
 
 
 def counter_value(name: str) -> int | None:
-    with _lock:
-        return _counters.get(name)
+    with _rt.lock:
+        return _rt.counters.get(name)
 
 
 def metric_names() -> list[str]:
-    with _lock:
-        return sorted(_metrics)
+    with _rt.lock:
+        return sorted(_rt.metrics)
 
 
 def metric_data(name: str) -> tuple[int, float, list] | None:
     """(TotalSamples, Accumulator in ns, [(wall_s, value), ...]) or None."""
-    with _lock:
-        m = _metrics.get(name)
+    with _rt.lock:
+        m = _rt.metrics.get(name)
         return None if m is None else (m[0], m[1], list(m[2]))
 
 
 def clear_counters() -> None:
-    with _lock:
-        _counters.clear()
+    with _rt.lock:
+        _rt.counters.clear()
 
 
 def clear_metrics() -> None:
-    with _lock:
-        _metrics.clear()
+    with _rt.lock:
+        _rt.metrics.clear()
 
 
 def clear_all() -> None:
@@ -105,8 +105,8 @@ def clear_all() -> None:
 
 def executed_fallback_ops() -> list[str]:
     """Ops that ran on CPU (`aten::<op>` counters), as torch_xla reports them."""
-    with _lock:
-        return sorted(n for n in _counters if n in _fallback_counters)
+    with _rt.lock:
+        return sorted(n for n in _rt.counters if n in _rt.fallback_counters)
 
 
 def _format_ns(ns: float) -> str:
@@ -127,9 +127,9 @@ def _percentiles(values: list[float]) -> str:
 
 def _report(counter_filter, metric_filter) -> str:
     lines = []
-    with _lock:
-        metrics = {k: (v[0], v[1], list(v[2])) for k, v in _metrics.items()}
-        counters = dict(_counters)
+    with _rt.lock:
+        metrics = {k: (v[0], v[1], list(v[2])) for k, v in _rt.metrics.items()}
+        counters = dict(_rt.counters)
     for name in sorted(metrics):
         if not metric_filter(name):
             continue
@@ -158,4 +158,4 @@ SHORT_METRICS = ("CompileTime", "ExecuteTime", "TransferToDeviceTime", "Transfer
 def short_metrics_report(counter_names=None, metric_names=None) -> str:
     counters = tuple(counter_names) if counter_names is not None else SHORT_COUNTERS
     metrics = tuple(metric_names) if metric_names is not None else SHORT_METRICS
-    return _report(lambda n: n in counters or n in _fallback_counters, lambda n: n in metrics)
+    return _report(lambda n: n in counters or n in _rt.fallback_counters, lambda n: n in metrics)

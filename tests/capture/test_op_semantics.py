@@ -89,11 +89,11 @@ def test_inplace_default_arguments_reach_the_functional_op():
 def test_data_dependent_ops_compute_on_device_after_one_count():
     x = torch.tensor([[0.0, 1.0, 2.0], [3.0, 0.0, 0.0]])
     lazy = x.to(XLA)
-    mark = events.log.mark()
+    mark = xlanb.runtime_state().log.mark()
     torch.testing.assert_close(torch.nonzero(lazy).cpu(), torch.nonzero(x))
     torch.testing.assert_close(lazy[lazy > 0.5].cpu(), x[x > 0.5])
     torch.testing.assert_close(torch.masked_select(lazy, lazy > 0.5).cpu(), torch.masked_select(x, x > 0.5))
-    evs = events.log.since(mark)
+    evs = xlanb.runtime_state().log.since(mark)
     assert any(isinstance(e, events.GraphCut) for e in evs)
     assert not [e for e in evs if isinstance(e, events.Fallback) and e.reason != "value access"]
 
@@ -102,18 +102,18 @@ def test_unique_and_repeat_interleave_count_once_then_stay_lazy():
     x = torch.tensor([3.0, 1.0, 3.0, float("nan"), 2.0, 1.0, 1.0])
     r = torch.tensor([2, 0, 1])
     lazy, lazy_r = x.to(XLA), r.to(XLA)
-    mark = events.log.mark()
+    mark = xlanb.runtime_state().log.mark()
     got = torch.unique(lazy, return_inverse=True, return_counts=True)
     got_c = torch.unique_consecutive(lazy, return_inverse=True, return_counts=True)
     rep = torch.repeat_interleave(lazy_r)
-    cuts = [e for e in events.log.since(mark) if isinstance(e, events.GraphCut)]
+    cuts = [e for e in xlanb.runtime_state().log.since(mark) if isinstance(e, events.GraphCut)]
     assert len(cuts) == 3                  # one count per op; the ops themselves are recorded
     assert all(type(t) is LazyTensor for t in (*got, *got_c, rep))
     for a, b in zip(got + got_c + (rep,), torch.unique(x, return_inverse=True, return_counts=True)
                     + torch.unique_consecutive(x, return_inverse=True, return_counts=True)
                     + (torch.repeat_interleave(r),)):
         torch.testing.assert_close(a.cpu(), b, equal_nan=True)
-    evs = events.log.since(mark)
+    evs = xlanb.runtime_state().log.since(mark)
     assert not [e for e in evs if isinstance(e, events.Fallback) and e.reason != "value access"]
 
 

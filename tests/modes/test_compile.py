@@ -6,7 +6,7 @@ import torch
 import xlanb
 from custom_ops import FALLBACK_COUNTER, scale_shift
 from helpers import compiles, counter, eager_compiles, executes
-from xlanb.capture.state import state
+from xlanb.state import runtime_state
 
 
 def test_compiled_function_in_eager_mode_counts_as_one_graph():
@@ -38,7 +38,7 @@ def test_compile_in_lazy_mode_flushes_pending_work_first():
     f(t)
     assert compiles() == 2 and executes() == 2
     assert counter("MarkStep") == 2
-    names = [e.name for e in xlanb.events.log.all() if isinstance(e, xlanb.events.Compile)][-2:]
+    names = [e.name for e in xlanb.runtime_state().log.all() if isinstance(e, xlanb.events.Compile)][-2:]
     assert names == ["toy_program_clear_pending", "toy_program"]
     xlanb.metrics.clear_all()
     f(t)
@@ -72,7 +72,7 @@ def test_context_manager_form():
         y = t * 2 + 1
     assert scope.name == "block"
     assert y.cpu().tolist() == [3.0] * 3
-    assert state.graph_name == "sync"
+    assert runtime_state().graph_name == "sync"
 
 
 def test_full_graph_violation_names_the_users_line():
@@ -90,7 +90,7 @@ def test_full_graph_violation_names_the_users_line():
     assert "test_compile.py" in str(e.value) and "step" in str(e.value)
     frame_lines = [ln.strip() for ln in err.splitlines() if ln.strip().startswith("step (")]
     assert frame_lines and "test_compile.py" in frame_lines[0] and "if y.sum() > 0" in frame_lines[0]
-    assert state.allow_execution and state.compile_scope is None
+    assert runtime_state().allow_execution and runtime_state().compile_scope is None
 
 
 def test_full_graph_false_allows_execution():
@@ -151,8 +151,8 @@ def test_state_restored_after_exception_and_interrupt():
             with pytest.raises(error):
                 body(torch.ones(2, device="xla"))
             assert xlanb.is_eager_mode()
-        assert state.graph_name == "sync"
-        assert state.allow_execution and state.compile_scope is None and state.observer is None
+        assert runtime_state().graph_name == "sync"
+        assert runtime_state().allow_execution and runtime_state().compile_scope is None and runtime_state().observer is None
 
 
 def test_recompile_explanation_names_shape_change_and_op():

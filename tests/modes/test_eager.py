@@ -79,7 +79,7 @@ def test_batch_norm_outputs_and_running_stats_compile_once(eager):
     x = torch.randn(5, 3, device="xla")
     xlanb.metrics.clear_all()
     bn(x)
-    names = [e.name for e in xlanb.events.log.all() if isinstance(e, xlanb.events.Compile)]
+    names = [e.name for e in xlanb.runtime_state().log.all() if isinstance(e, xlanb.events.Compile)]
     assert names.count("aten.native_batch_norm.default") == 1
 
 

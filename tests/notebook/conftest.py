@@ -1,3 +1,4 @@
+import xlanb
 """An in-process IPython shell with the extension loaded, and a helper that runs one cell."""
 
 import dataclasses
@@ -5,8 +6,7 @@ import dataclasses
 import pytest
 
 from xlanb._config import set_config
-from xlanb.capture.state import state
-from xlanb.runtime.cache import compiled_cache
+from xlanb.state import runtime_state
 from xlanb.report import MIME_TYPE
 
 
@@ -38,13 +38,13 @@ def ip():
     """The process's InteractiveShell with `%load_ext xlanb` run; unloaded afterwards."""
     from IPython.core.interactiveshell import InteractiveShell
     shell = InteractiveShell.instance()
-    compiled_cache.clear()           # graphs compiled by earlier tests would be cache hits here
+    xlanb.runtime_state().cache.clear()           # graphs compiled by earlier tests would be cache hits here
     previous = set_config(report="on")
     shell.run_cell("%load_ext xlanb", store_history=False)
     yield shell
     shell.run_cell("%unload_ext xlanb", store_history=False)
     set_config(report=previous.report)
-    state.eager = False
+    runtime_state().eager = False
 
 
 def run(shell, code: str) -> Cell:

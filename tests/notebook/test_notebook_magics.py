@@ -5,7 +5,7 @@ import pytest
 from IPython.core.error import UsageError
 
 import xlanb
-from xlanb.capture.state import state
+from xlanb.state import runtime_state
 from xlanb.notebook.widget import WIDGET_MIME
 from xlanb.report import MIME_TYPE, SCHEMA
 
@@ -46,7 +46,7 @@ def test_compile_cell_returns_its_last_expression_and_names_the_graph(cell):
     assert [g["name"] for g in report["graphs"]] == ["double"]
     assert report["graphs"][0]["where"]["text"] == "cell line 1"
     assert report["graphs"][0]["where"]["source"] == "%%xla_compile --name double"
-    assert xlanb.is_eager_mode() and state.graph_name == "sync"
+    assert xlanb.is_eager_mode() and runtime_state().graph_name == "sync"
 
 
 def last_output():
@@ -88,8 +88,8 @@ def test_state_is_restored_after_a_raising_cell(cell, body):
     cell(SETUP)
     c = cell(f"%%xla_compile --name broken --full-graph --max-graphs 2\n{body}")
     assert c.error is not None or "KeyboardInterrupt" in c.stderr + c.stdout
-    assert state.eager and state.graph_name == "sync" and state.compile_scope is None
-    assert state.allow_execution and state.observer is None and not state.track_locations
+    assert runtime_state().eager and runtime_state().graph_name == "sync" and runtime_state().compile_scope is None
+    assert runtime_state().allow_execution and runtime_state().observer is None and not runtime_state().track_locations
     c = cell("%%xla_compile --name fine\n(x4 + 1).sum()")     # the next cell runs normally
     names = [g["name"] for g in c.report["graphs"]]
     assert c.error is None and names == ["fine_clear_pending", "fine"]   # the partial graph stayed pending

@@ -1,3 +1,4 @@
+import xlanb
 """`import xlanb` (and the report module) work in a process where IPython cannot be imported."""
 
 import subprocess
@@ -12,10 +13,10 @@ def test_import_and_report_without_ipython():
             sys.modules[name] = None          # `import IPython` now raises ImportError
         import torch, xlanb
         from xlanb.report import build_report, render_html, render_text, snapshot_pending
-        mark = xlanb.events.log.mark()
+        mark = xlanb.runtime_state().log.mark()
         y = (torch.ones(3, device="xla") * 2).sum()
         print(y.item())
-        report = build_report(xlanb.events.log.since(mark))
+        report = build_report(xlanb.runtime_state().log.since(mark))
         assert "1 graph compiled" in render_text(report), render_text(report)
         assert "<details" in render_html(report)
         assert report.to_json()["version"].startswith("1.")

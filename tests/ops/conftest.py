@@ -1,3 +1,4 @@
+import xlanb
 """The OpInfo suite: a fast subset by default, every op with --ops-full (or OPS_FULL=1)."""
 
 import os
@@ -34,4 +35,4 @@ def _flat_memory():
     """Compile events hold their HLO: the full sweep would keep thousands of them."""
     yield
     from xlanb import events
-    events.log.clear()
+    xlanb.runtime_state().log.clear()

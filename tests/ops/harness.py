@@ -32,7 +32,7 @@ import torch
 import xlanb
 from xlanb import events
 from xlanb.capture import dispatch as _dispatch
-from xlanb.capture.state import state
+from xlanb.state import runtime_state
 from xlanb.capture.tensor import LazyTensor
 
 from compare import as_close_as_torch, compare, compare_ties, full_name, leaves
@@ -208,10 +208,10 @@ class Watch:
 
     def start(self):
         self.funcs.clear()
-        self.mark = events.log.mark()
+        self.mark = xlanb.runtime_state().log.mark()
 
     def classify(self) -> tuple[str, tuple, bool]:
-        evs = events.log.since(self.mark)
+        evs = xlanb.runtime_state().log.since(self.mark)
         fallbacks = sorted({e.op for e in evs if isinstance(e, events.Fallback) and e.reason != "value access"})
         cut = any(isinstance(e, events.GraphCut) for e in evs)
         if fallbacks:
@@ -224,9 +224,9 @@ class Watch:
 
 
 def reset_runtime() -> None:
-    state.pending.clear()
-    state.deferred.clear()
-    state.eager = False
+    runtime_state().pending.clear()
+    runtime_state().deferred.clear()
+    runtime_state().eager = False
 
 
 # Running ---------------------------------------------------------------------------------

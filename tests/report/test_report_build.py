@@ -23,9 +23,9 @@ def cell_context(**kw) -> CellContext:
 
 
 def report_of(source: str, namespace: dict, **kw):
-    mark = events.log.mark()
+    mark = xlanb.runtime_state().log.mark()
     run_as_cell(source, namespace)
-    return build_report(events.log.since(mark), cell_context(**kw))
+    return build_report(xlanb.runtime_state().log.since(mark), cell_context(**kw))
 
 
 def test_a_lazy_value_access_is_a_forced_execution_at_its_cell_line():
@@ -134,9 +134,9 @@ def test_nothing_ran_is_an_empty_report():
 
 def test_timeline_spans_are_relative_to_the_cell_start():
     import time
-    start, mark = time.time(), events.log.mark()
+    start, mark = time.time(), xlanb.runtime_state().log.mark()
     run_as_cell("y = (torch.ones(3, device='xla') * 5).sum().item()", {"torch": torch})
-    r = build_report(events.log.since(mark), cell_context(started=start, finished=time.time()))
+    r = build_report(xlanb.runtime_state().log.since(mark), cell_context(started=start, finished=time.time()))
     kinds = {s.kind for s in r.timeline.spans}
     assert {"lower", "compile", "execute", "transfer"} <= kinds
     assert all(0 <= s.start_ms and s.start_ms + s.ms <= r.wall_ms + 1 for s in r.timeline.spans)

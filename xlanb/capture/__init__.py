@@ -2,23 +2,21 @@
 
 from __future__ import annotations
 
-from xlanb._config import config
-from xlanb.capture import dispatch, factories, tensor
-from xlanb.capture.modules import keep_ties_on_move
+from xlanb._config import config, fix_field
+from xlanb.capture import dispatch, factories
 from xlanb.capture.device import register_device
-from xlanb.ir.node import LIFT_SPECIAL
+from xlanb.capture.modules import keep_ties_on_move
+from xlanb.state import runtime_state
 
-_done: list = []
 
-
-def register():
-    """Registers the device, the dispatch and the factories (once per process)."""
-    if not _done:
-        device = register_device(config().device_name)
-        LIFT_SPECIAL[0] = not config().special_scalars
-        tensor.set_device(device)
+def install():
+    """Registers the device, the dispatch, the factories and the module patch (once per process);
+    returns the device."""
+    rt = runtime_state()
+    if rt.device is None:
+        rt.device = register_device(config().device_name)
+        fix_field("device_name", "torch's PrivateUse1 backend can be renamed once per process")
         dispatch.install()
         factories.register_factories()
         keep_ties_on_move()
-        _done.append(device)
-    return _done[0]
+    return rt.device

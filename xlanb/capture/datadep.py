@@ -13,23 +13,23 @@ from __future__ import annotations
 import torch
 
 from xlanb import events
-from xlanb._config import config
+from xlanb.state import emit, runtime_state
 from xlanb.capture import record as rec
 from xlanb.capture.frames import user_frames
-from xlanb.capture.realize import execution_guards, to_cpu
+from xlanb.capture.realize import check_execution, to_cpu
 from xlanb.capture.tensor import LazyTensor, new_tensor, tensor_meta, value, write_value
 from xlanb.ir.node import data_node, intern_meta, make_node, meta_of
-from xlanb.lower.fallback import counter_name, host_dispatch
+from xlanb.lower.fallback import host_dispatch
 from xlanb.runtime.transfer import upload
 
 aten = torch.ops.aten
+_rt = runtime_state()
 
 
 def _cut(name: str) -> None:
-    frames = user_frames(config().max_frames)
-    for guard in execution_guards:
-        guard(f"data-dependent op {name}", frames)
-    events.emit(events.GraphCut(op=name, frames=frames))
+    frames = user_frames(_rt.config.max_frames)
+    check_execution(f"data-dependent op {name}", frames)
+    emit(events.GraphCut(op=name, frames=frames))
 
 
 def _to_host(x, cause: str):
@@ -55,7 +55,7 @@ def cpu_cut(func, args, kwargs):
     meta kernel, or whose inputs are not all xla tensors)."""
     name = str(func)
     _cut(name)
-    events.emit(events.Fallback(op=counter_name(name), reason="data-dependent output shape"))
+    emit(events.Fallback(op=events.counter_name(name), reason="data-dependent output shape"))
     cause = f"data-dependent op {name}"
     host_args = _to_host(args, cause)
     host_kwargs = {k: _to_host(v, cause) for k, v in (kwargs or {}).items()}

@@ -16,17 +16,17 @@ from xlanb.ir.node import Node
 
 
 class _TrieNode:
-    __slots__ = ("children", "end", "label", "loc")
+    __slots__ = ("children", "end", "label", "location")
 
-    def __init__(self, label: str = "", loc=None):
+    def __init__(self, label: str = "", location=None):
         self.children: dict = {}
         self.end = False
-        self.label, self.loc = label, loc
+        self.label, self.location = label, location
 
 
 def describe(node: Node) -> str:
     text = f"{node.name} {_meta_text(node.meta)}"
-    return text + (f" ({_loc_text(node.loc)})" if node.loc else "")
+    return text + (f" ({_loc_text(node.location)})" if node.location else "")
 
 
 def _meta_text(meta) -> str:
@@ -62,11 +62,11 @@ class Detector:
         at = self._at
         if at is None:
             return
-        key = node.lk
+        key = node.local_key
         child = at.children.get(key)
         if child is None:
             if self.graphs >= self.max_graphs:
-                expected = [f"  - {c.label}" + (f" ({_loc_text(c.loc)})" if c.loc else "")
+                expected = [f"  - {c.label}" + (f" ({_loc_text(c.location)})" if c.location else "")
                             for c in at.children.values()]
                 self.abort()
                 got = describe(node)
@@ -79,7 +79,7 @@ class Detector:
                 raise GraphLimitError(
                     f"Maximum number of different graphs allowed per function exceeded: {self.max_graphs}\n"
                     f"Got: {got}\n{tail}")
-            child = _TrieNode(f"{node.name} {_meta_text(node.meta)}", node.loc)
+            child = _TrieNode(f"{node.name} {_meta_text(node.meta)}", node.location)
             at.children[key] = child
             self._created.append((at, key))
         self._at = child

@@ -16,9 +16,11 @@ from xlanb import events
 from xlanb.capture import realize
 from xlanb.capture.handlers import choose_handler
 from xlanb.capture.record import outputs_of
-from xlanb.capture.state import state
+from xlanb.state import emit, runtime_state
 from xlanb.capture.tensor import LazyTensor, tensor_meta
 from xlanb.ir.node import intern_meta, make_node
+
+_rt = runtime_state()
 
 _in_backward = torch._C._current_graph_task_id
 
@@ -29,11 +31,11 @@ def dispatch(cls, func, types, args=(), kwargs=None):
     except AttributeError:
         handler = func._xlanb = choose_handler(func)
     try:
-        if not state.eager:
+        if not _rt.eager:
             return handler(func, args, kwargs)
         mark = realize.eager_mark()
         out = handler(func, args, kwargs)
-        if len(state.pending) > mark:
+        if len(_rt.pending) > mark:
             realize.sync_eager(mark, str(func))
         return out
     except BaseException as error:
@@ -44,8 +46,8 @@ def dispatch(cls, func, types, args=(), kwargs=None):
 
 def defer(error: BaseException, func, args, kwargs):
     """Keeps `error` for the next sync and returns placeholders shaped like torch expects."""
-    state.deferred.append(error)
-    events.emit(events.DeferredError(message=f"{func}: {type(error).__name__}: {error}"))
+    _rt.deferred.append(error)
+    emit(events.DeferredError(message=f"{func}: {type(error).__name__}: {error}"))
     schema = func._schema
     if schema.is_mutable:
         return args[0] if schema.returns else None

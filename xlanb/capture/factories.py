@@ -12,13 +12,15 @@ import torch
 
 from xlanb.capture.frames import user_location
 from xlanb.capture.realize import to_cpu
-from xlanb.capture.state import state
+from xlanb.state import runtime_state
 from xlanb.capture.tensor import LazyTensor, new_tensor, write
 from xlanb.capture import realize
 from xlanb.capture.rng import take_key
 from xlanb.ir.node import data_node, make_node, meta_of
 from xlanb.lower.registry import lookup
 from xlanb.runtime.transfer import upload
+
+_rt = runtime_state()
 
 aten = torch.ops.aten
 _library: list = []
@@ -32,10 +34,10 @@ def _record_factory(op, args: tuple, kwargs: dict):
     rule = lookup(str(op))
     if rule is not None and rule.rng:
         args = (take_key(),) + args
-    mark = realize.eager_mark() if state.eager else 0
-    loc = user_location() if state.track_locations else None
+    mark = realize.eager_mark() if _rt.eager else 0
+    loc = user_location() if _rt.track_locations else None
     t = new_tensor(make_node(op, str(op), args, kwargs or None, meta, loc), meta)
-    if state.eager:
+    if _rt.eager:
         realize.sync_eager(mark, str(op))
     return t
 

@@ -9,7 +9,7 @@ import sysconfig
 
 import torch
 
-from xlanb.events import Frame
+from xlanb.events import Frame, in_package
 
 # torch, xlanb itself, the standard library, and every installed package (IPython, jax, ...)
 _LIBRARY_DIRS = tuple(dict.fromkeys(
@@ -24,7 +24,8 @@ _HIDDEN_FILES = ("<frozen ", "contextlib.py")
 
 
 def is_library(filename: str) -> bool:
-    return filename.startswith(_LIBRARY_DIRS) or filename.startswith(_HIDDEN_FILES)
+    """Not the user's code: torch, xlanb, the standard library, or any installed package."""
+    return filename.startswith(_LIBRARY_DIRS) or filename.startswith(_HIDDEN_FILES) or in_package(filename)
 
 
 def user_frames(limit: int = 8, skip_library: bool = True) -> tuple[Frame, ...]:

@@ -19,18 +19,19 @@ import torch
 from torch._decomp import decomposition_table
 
 from xlanb import events
-from xlanb._config import config
 from xlanb.capture import record as rec
 from xlanb.capture.datadep import cpu_cut
 from xlanb.capture.frames import user_frames, user_location
 from xlanb.capture.mutations import lookup, mutation_handler, resize_, unsupported_mutation
-from xlanb.capture.realize import execution_guards, to_cpu
+from xlanb.capture.realize import check_execution, to_cpu
 from xlanb.capture.record import NoMetaKernel, OpPlan, plan_of
 from xlanb.capture.tensor import (LazyTensor, ViewStep, new_tensor, new_view, storage_of, tensor_meta, value,
                                   view_chain, write, write_value)
-from xlanb.capture.state import state
-from xlanb.ir.node import Meta, Node, Scalar, const_key, data_node, intern_meta, lift, make_node, meta_of
+from xlanb.state import emit, runtime_state
+from xlanb.ir.node import Meta, Scalar, const_key, data_node, intern_meta, lift, local_key, make_node, meta_of, new_node
 from xlanb.runtime.transfer import upload
+
+_rt = runtime_state()
 
 aten = torch.ops.aten
 
@@ -103,7 +104,7 @@ def inplace_view_handler(view_op):
         with torch._C._DisableTorchDispatch():
             func(self, *args[1:], **(kwargs or {}))
         storage_of(self)
-        self._v, self._cv, self._cn = view._v, -1, None
+        self._views, self._view_version, self._view_node = view._views, -1, None
         return self
     return h
 
@@ -136,7 +137,7 @@ def to_copy(func, args, kwargs):
 
 def local_scalar_dense(func, args, kwargs):
     value_ = to_cpu(args[0], cause="value access (.item())").item()
-    events.emit(events.Fallback(op="aten::_local_scalar_dense", reason="value access"))
+    emit(events.Fallback(op="aten::_local_scalar_dense", reason="value access"))
     return value_
 
 
@@ -242,74 +243,66 @@ def _fast_kind(func, plan: OpPlan) -> str | None:
 
 
 def make_unary(func, plan: OpPlan):
-    cache: dict = {}
+    memo: dict = {}         # input meta -> (output meta, local key)
     name = plan.name
 
     def h(func, args, kwargs):
         if kwargs or len(args) != 1 or type(args[0]) is not LazyTensor:
             return generic(func, args, kwargs)
         a = args[0]
-        na = a._n
+        na = a._node
         if na is None:
             na = value(a)
         try:
-            m, lk = cache[na.meta]
+            m, key = memo[na.meta]
         except KeyError:
             m = rec.infer_meta(func, plan, (na,), None)
-            lk = (name, (const_key(na),), None, m)
-            cache[na.meta] = (m, lk)
-        n = Node()
-        n.op, n.name, n.args, n.kwargs, n.ins, n.meta, n.lk = func, name, (na,), None, (na,), m, lk
-        n.h = hash((lk, (na.h,)))
-        n.buf = None
-        n.loc = user_location() if state.track_locations else None
-        return new_tensor(n, m)
+            key = local_key(name, (na,), None, m)
+            memo[na.meta] = (m, key)
+        args = (na,)
+        location = user_location() if _rt.track_locations else None
+        return new_tensor(new_node(func, name, args, None, args, m, key, location), m)
     return h
 
 
 def make_binary(func, plan: OpPlan):
-    cache: dict = {}
+    memo: dict = {}         # (input meta, other meta or number kind) -> (output meta, local key)
     name = plan.name
 
     def h(func, args, kwargs):
         if kwargs or len(args) != 2 or type(args[0]) is not LazyTensor:
             return generic(func, args, kwargs)
         a, b = args
-        na = a._n
+        na = a._node
         if na is None:
             na = value(a)
         tb = type(b)
         if tb is LazyTensor:
-            nb = b._n
+            nb = b._node
             if nb is None:
                 nb = value(b)
             kb = nb.meta
-            ins = (na, nb)
-            hashes = (na.h, nb.h)
+            operands = (na, nb)
         elif tb is float or tb is int or tb is bool:
             nb = lift(b)
             if type(nb) is Scalar:
                 kb = tb
-                ins = (na, nb)
+                operands = (na, nb)
             else:
                 kb = (tb, b)
-                ins = (na,)
-            hashes = (na.h,)
+                operands = (na,)
         else:
             return generic(func, args, kwargs)
-        ckey = (na.meta, kb)
+        nargs = (na, nb)
+        memo_key = (na.meta, kb)
         try:
-            m, lk = cache[ckey]
+            m, key = memo[memo_key]
         except KeyError:
-            m = rec.infer_meta(func, plan, (na, nb), None)
-            lk = (name, const_key((na, nb)), None, m)
-            cache[ckey] = (m, lk)
-        n = Node()
-        n.op, n.name, n.args, n.kwargs, n.ins, n.meta, n.lk = func, name, (na, nb), None, ins, m, lk
-        n.h = hash((lk, hashes))
-        n.buf = None
-        n.loc = user_location() if state.track_locations else None
-        return new_tensor(n, m)
+            m = rec.infer_meta(func, plan, nargs, None)
+            key = local_key(name, nargs, None, m)
+            memo[memo_key] = (m, key)
+        location = user_location() if _rt.track_locations else None
+        return new_tensor(new_node(func, name, nargs, None, operands, m, key, location), m)
     return h
 
 
@@ -362,9 +355,8 @@ def _choose(func):
 
 
 def fallback(func, args, kwargs):
-    if not state.allow_execution:
+    if not _rt.allow_execution:
         cause = f"CPU fallback op {func} (no lowering)"
-        frames = user_frames(config().max_frames)
-        for guard in execution_guards:
-            guard(cause, frames)
+        frames = user_frames(_rt.config.max_frames)
+        check_execution(cause, frames)
     return generic(func, args, kwargs)

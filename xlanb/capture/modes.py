@@ -18,63 +18,34 @@ import functools
 
 from xlanb import events
 from xlanb.capture import realize
-from xlanb._config import config
 from xlanb.capture.detector import Detector
-from xlanb.capture.state import state
+from xlanb.state import emit, runtime_state
+
+_rt = runtime_state()
 
 
 def eager_mode(enable: bool) -> None:
     """In eager mode every op is compiled (once per op shape, cached) and run at once."""
-    state.eager = bool(enable)
+    _rt.eager = bool(enable)
 
 
 def is_eager_mode() -> bool:
-    return state.eager
+    return _rt.eager
 
 
 @contextlib.contextmanager
 def eager_mode_context(enable: bool):
     """Sets eager mode for a block; yields the previous mode and restores it, also on errors."""
-    previous = state.eager
-    state.eager = bool(enable)
+    previous = _rt.eager
+    _rt.eager = bool(enable)
     try:
         yield previous
     finally:
-        state.eager = previous
+        _rt.eager = previous
 
 
 class UnexpectedExecution(RuntimeError):
     """Raised when a full_graph=True body forces an execution."""
-
-
-def _violation(scope, cause: str, frames) -> None:
-    lines = [
-        "=" * 80,
-        "Unexpected Execution Analysis",
-        f"  Graph Name: {scope.name}",
-        f"  Cause: {cause}",
-        "  Python Frame Triggered Execution:",
-    ]
-    lines += [f"    {f.function} ({f.filename}:{f.lineno})" + (f"  {f.line}" if f.line else "") for f in frames]
-    lines.append("=" * 80)
-    report = "\n".join(lines)
-    events.emit(events.Sync(kind="violation", name=scope.name, roots=0, cause=cause, frames=tuple(frames)))
-    where = f" at {frames[0].filename}:{frames[0].lineno} ({frames[0].function})" if frames else ""
-    raise UnexpectedExecution(
-        f"Unexpected execution happens inside the compiled function '{scope.name}': {cause}{where}. "
-        "With full_graph=True the body must trace as one graph: move value access (.item(), print, "
-        "bool()) and data-dependent ops after the compiled function, or use full_graph=False.\n" + report)
-
-
-def _guard(cause: str, frames) -> None:
-    scope = state.compile_scope
-    if scope is not None and not state.allow_execution:
-        _violation(scope, cause, frames)
-
-
-realize.execution_guards.append(_guard)
-
-_named_detectors: dict[str, Detector] = {}
 
 
 class CompileScope:
@@ -85,26 +56,45 @@ class CompileScope:
         self._saved = None
         self._inline = False
 
+    def violation(self, cause: str, frames) -> None:
+        """An execution was forced inside a full_graph body: raise, naming the user's line."""
+        lines = [
+            "=" * 80,
+            "Unexpected Execution Analysis",
+            f"  Graph Name: {self.name}",
+            f"  Cause: {cause}",
+            "  Python Frame Triggered Execution:",
+        ]
+        lines += [f"    {f.function} ({f.filename}:{f.lineno})" + (f"  {f.line}" if f.line else "") for f in frames]
+        lines.append("=" * 80)
+        report = "\n".join(lines)
+        emit(events.Sync(kind="violation", name=self.name, roots=0, cause=cause, frames=tuple(frames)))
+        where = f" at {frames[0].filename}:{frames[0].lineno} ({frames[0].function})" if frames else ""
+        raise UnexpectedExecution(
+            f"Unexpected execution happens inside the compiled function '{self.name}': {cause}{where}. "
+            "With full_graph=True the body must trace as one graph: move value access (.item(), print, "
+            "bool()) and data-dependent ops after the compiled function, or use full_graph=False.\n" + report)
+
     def __enter__(self):
-        if state.compile_scope is not None:      # nested: trace inline into the outer graph
+        if _rt.compile_scope is not None:      # nested: trace inline into the outer graph
             self._inline = True
             return self
-        self._saved = (state.eager, state.graph_name, state.allow_execution, state.track_locations,
-                       state.observer)
-        state.eager = False
-        state.graph_name = f"{self.name}_clear_pending"
+        self._saved = (_rt.eager, _rt.graph_name, _rt.allow_execution, _rt.track_locations,
+                       _rt.observer)
+        _rt.eager = False
+        _rt.graph_name = f"{self.name}_clear_pending"
         try:
             realize.sync(cause=f"xlanb.compile: pending work flushed before '{self.name}'")
         except BaseException:
             self._restore()
             raise
-        state.graph_name = self.name
-        state.compile_scope = self
-        state.allow_execution = not self.full_graph
-        state.track_locations = self.detector is not None or config().debug > 0
+        _rt.graph_name = self.name
+        _rt.compile_scope = self
+        _rt.allow_execution = not self.full_graph
+        _rt.track_locations = _rt.track_locations or self.detector is not None or _rt.config.debug > 0
         if self.detector is not None:
             self.detector.start()
-            state.observer = self.detector.observe
+            _rt.observer = self.detector.observe
         return self
 
     def __exit__(self, exc_type, exc, tb):
@@ -113,9 +103,9 @@ class CompileScope:
         try:
             if exc_type is None:
                 if self.detector is not None:
-                    state.observer = None
+                    _rt.observer = None
                     self.detector.end()
-                state.allow_execution = True
+                _rt.allow_execution = True
                 realize.sync(cause=f"end of compiled function '{self.name}'")
             elif self.detector is not None:
                 self.detector.abort()
@@ -124,9 +114,9 @@ class CompileScope:
         return False
 
     def _restore(self) -> None:
-        (state.eager, state.graph_name, state.allow_execution, state.track_locations,
-         state.observer) = self._saved
-        state.compile_scope = None
+        (_rt.eager, _rt.graph_name, _rt.allow_execution, _rt.track_locations,
+         _rt.observer) = self._saved
+        _rt.compile_scope = None
 
 
 class _Compiler:
@@ -143,9 +133,9 @@ class _Compiler:
         name = self.name or "compiled"
         detector = None
         if self.max_graphs is not None:
-            detector = _named_detectors.get(name)
+            detector = _rt.detectors.get(name)
             if detector is None or detector.max_graphs != self.max_graphs:
-                detector = _named_detectors[name] = Detector(self.max_graphs, name)
+                detector = _rt.detectors[name] = Detector(self.max_graphs, name)
         self._scope = CompileScope(name, self.full_graph, detector)
         return self._scope.__enter__()
 

@@ -10,9 +10,11 @@ from xlanb.capture.datadep import cpu_cut
 from xlanb.capture.frames import user_location
 from xlanb.capture.record import NoMetaKernel, plan_of
 from xlanb.capture.rng import take_key
-from xlanb.capture.state import state
+from xlanb.state import runtime_state
 from xlanb.capture.tensor import LazyTensor, mark_pending, tensor_meta, value, write_value
 from xlanb.ir.node import intern_meta, make_node
+
+_rt = runtime_state()
 
 aten = torch.ops.aten
 
@@ -117,7 +119,7 @@ def mutation_handler(func):
             return cpu_cut(func, args, kwargs)
         if fplan.rule is not None and fplan.rule.rng:
             nargs = (take_key(),) + nargs
-        loc = user_location() if state.track_locations else None
+        loc = user_location() if _rt.track_locations else None
         node = make_node(functional, fplan.name, nargs, nkwargs, meta, loc)
         outs = rec.output_nodes(node)
         if out_names:
@@ -188,7 +190,7 @@ def resize_value(t: LazyTensor, shape) -> None:
     for d in shape:
         numel *= d
     itemsize = torch.empty((), dtype=meta.dtype).element_size()
-    if numel * itemsize > t.untyped_storage().nbytes() or t._n is None and t._s is not None:
+    if numel * itemsize > t.untyped_storage().nbytes() or t._node is None and t._storage is not None:
         raise NotImplementedError(
             f"resizing an xla tensor of shape {list(meta.shape)} to {list(shape)} in place is not supported "
             "(xla tensors cannot grow, nor resize while views share their memory); allocate a tensor of "
@@ -200,7 +202,7 @@ def resize_value(t: LazyTensor, shape) -> None:
     new_meta = intern_meta(shape, meta.dtype)
     node = make_node(aten.reshape.default, "aten.reshape.default", (part, shape), None, new_meta)
     _restride(t, shape, _contiguous_strides(shape))
-    t._n = node
+    t._node = node
     mark_pending(t)
 
 

@@ -15,27 +15,31 @@ from __future__ import annotations
 import torch
 
 from xlanb import events
-from xlanb._config import config
 from xlanb.capture.frames import user_frames
-from xlanb.capture.state import state
-from xlanb.capture.tensor import LazyTensor, base_node, holder_node, prune_pending, view_chain
-from xlanb.ir.explain import explainer
-from xlanb.ir.graph import build_graph
+from xlanb.capture.tensor import LazyTensor, base_node, holder_node, prune_pending, tensor_meta, view_chain
+from xlanb.ir.graph import build_graph, graph_lines
 from xlanb.ir.node import Node
+from xlanb.lower.fallback import host_dispatch
 from xlanb.runtime import executor
 from xlanb.runtime.transfer import download
+from xlanb.state import emit, runtime_state
 
-# Called before any execution while tracing a compiled function; set by modes.py.
-execution_guards: list = []
-# Called with every graph about to run (debug printing, graph-limit checks); set by modes.py.
-graph_hooks: list = []
+_rt = runtime_state()
+
+
+def check_execution(cause: str, frames) -> None:
+    """Raises the full-graph violation when an execution is forced inside
+    `xlanb.compile(full_graph=True)` (the active CompileScope words it)."""
+    scope = _rt.compile_scope
+    if scope is not None and not _rt.allow_execution:
+        scope.violation(cause, frames)
 
 
 def raise_deferred() -> None:
     """Re-raises an error that happened inside the autograd engine."""
-    if state.deferred:
-        error = state.deferred[0]
-        state.deferred.clear()
+    if _rt.deferred:
+        error = _rt.deferred[0]
+        _rt.deferred.clear()
         raise RuntimeError(
             f"an error was raised inside backward: {type(error).__name__}: {error}\n"
             "xlanb keeps errors raised inside the autograd engine until the next sync or value "
@@ -47,28 +51,26 @@ def raise_deferred() -> None:
 def execute(roots: list[Node], *, name: str, eager: bool, cause: str, frames=(), donate: bool) -> None:
     """Compiles (or fetches) and runs the graph behind `roots`, then stores the results."""
     graph = build_graph(roots, name)
-    for hook in graph_hooks:
-        hook(graph, eager=eager, cause=cause, frames=frames)
     if donate:
-        overwritten = state.overwritten
+        overwritten = _rt.overwritten
         positions = tuple(i for i, n in enumerate(graph.inputs) if n in overwritten)
         if positions:
             graph = graph.with_donation(positions)
-    outs = executor.run_graph(graph, eager=eager, cause=cause, frames=frames, explain=explainer)
-    for root, buf in zip(graph.roots, outs):
-        root.release(buf)
+    outs = executor.run_graph(graph, eager=eager, cause=cause, frames=frames)
+    for root, buffer in zip(graph.roots, outs):
+        root.release(buffer)
 
 
 def pending_roots(refs=None) -> list[Node]:
     """Base nodes of the live pending holders in `refs` (default: all), deduplicated, in order."""
     seen = set()
     roots = []
-    for ref in state.pending if refs is None else refs:
+    for ref in _rt.pending if refs is None else refs:
         h = ref()
         if h is None:
             continue
         n = holder_node(h)
-        if n.buf is None and n not in seen:
+        if n.buffer is None and n not in seen:
             seen.add(n)
             roots.append(n)
     return roots
@@ -84,52 +86,50 @@ def sync(wait: bool = False, cause: str = "xlanb.sync") -> None:
     """Compiles and launches the pending graph of all live tensors (torch_xla's mark_step)."""
     raise_deferred()
     roots = pending_roots()
-    frames = user_frames(config().max_frames) if roots else ()
-    events.emit(events.Sync(kind="mark_step", name=state.graph_name, roots=len(roots), cause=cause,
+    frames = user_frames(_rt.config.max_frames) if roots else ()
+    emit(events.Sync(kind="mark_step", name=_rt.graph_name, roots=len(roots), cause=cause,
                             frames=frames))
     if roots:
-        execute(roots, name=state.graph_name, eager=False, cause=cause, frames=frames, donate=True)
-    state.pending.clear()
+        execute(roots, name=_rt.graph_name, eager=False, cause=cause, frames=frames, donate=True)
+    _rt.pending.clear()
     if wait:
         executor.wait()
 
 
 def sync_eager(mark: int, name: str) -> None:
-    """Eager mode: computes what the last op made pending (state.pending[mark:])."""
-    roots = pending_roots(state.pending[mark:])
+    """Eager mode: computes what the last op made pending (_rt.pending[mark:])."""
+    roots = pending_roots(_rt.pending[mark:])
     if roots:
         # donating is safe only when no other pending graph may still read the old buffers
         execute(roots, name=name, eager=True, cause="eager op", donate=(mark == 0))
-    del state.pending[mark:]
+    del _rt.pending[mark:]
 
 
 def eager_mark() -> int:
     """Where this op's pending holders will start; prunes stale lazy entries first."""
-    if state.pending:
+    if _rt.pending:
         prune_pending()
-    return len(state.pending)
+    return len(_rt.pending)
 
 
 def realize(t: LazyTensor, cause: str) -> Node:
     """Computes t's base value (a forced execution in lazy mode) and returns its node."""
     raise_deferred()
     n = base_node(t)
-    if n.buf is None:
-        frames = user_frames(config().max_frames)
-        for guard in execution_guards:
-            guard(cause, frames)
-        events.emit(events.Sync(kind="value", name=state.graph_name, roots=1, cause=cause, frames=frames))
-        execute([n], name=state.graph_name, eager=False, cause=cause, frames=frames, donate=False)
+    if n.buffer is None:
+        frames = user_frames(_rt.config.max_frames)
+        check_execution(cause, frames)
+        emit(events.Sync(kind="value", name=_rt.graph_name, roots=1, cause=cause, frames=frames))
+        execute([n], name=_rt.graph_name, eager=False, cause=cause, frames=frames, donate=False)
     return n
 
 
 def to_cpu(t: LazyTensor, cause: str = "value access") -> torch.Tensor:
     """A CPU copy of t's value. Views are applied on the host: no compile for a view."""
     n = realize(t, cause)
-    host = download(n.buf)
+    host = download(n.buffer)
     chain = view_chain(t)
     if chain:
-        from xlanb.lower.fallback import host_dispatch
         with torch.no_grad(), host_dispatch():
             for step in chain:
                 out = step.op(host, *step.args, **(step.kwargs or {}))
@@ -138,3 +138,22 @@ def to_cpu(t: LazyTensor, cause: str = "value access") -> torch.Tensor:
                     host = host.resolve_conj().resolve_neg()
             host = host.clone()
     return host
+
+
+def pending_snapshot(namespace=None) -> events.PendingSnapshot | None:
+    """The pending graph of all live tensors as plain data, with the names in `namespace` that hold
+    a part of it; emitted as an event (the notebook takes one after each lazy cell)."""
+    roots = pending_roots()
+    if not roots:
+        return None
+    position = {n: i for i, n in enumerate(roots)}
+    held = []
+    for name, v in (namespace or {}).items():
+        if type(v) is LazyTensor and not name.startswith("_"):
+            i = position.get(base_node(v))
+            if i is not None:
+                held.append(events.PendingTensor(name, tensor_meta(v).text, i))
+    snapshot = events.PendingSnapshot(ir=graph_lines(build_graph(roots, _rt.graph_name)), roots=len(roots),
+                                      tensors=tuple(held))
+    emit(snapshot)
+    return snapshot

@@ -12,11 +12,13 @@ import torch
 
 from xlanb.capture import rng
 from xlanb.capture.frames import user_location
-from xlanb.capture.state import state
+from xlanb.state import runtime_state
 from xlanb.capture.tensor import LazyTensor, new_tensor, value
 from xlanb.ir.node import Meta, Node, Scalar, data_node, lift, make_node, meta_of
 from xlanb.lower.registry import lookup
 from xlanb.runtime.transfer import upload
+
+_rt = runtime_state()
 
 TENSOR, TENSORS, NUMBER, NUMBERS, OTHER = range(5)
 _META_DEVICE = torch.device("meta")
@@ -206,7 +208,7 @@ def record_node(func, args, kwargs) -> Node:
     meta = infer_meta(func, plan, nargs, nkwargs)
     if plan.rule is not None and plan.rule.rng:
         nargs = (rng.take_key(),) + nargs
-    loc = user_location() if state.track_locations else None
+    loc = user_location() if _rt.track_locations else None
     return make_node(func, plan.name, nargs, nkwargs, meta, loc)
 
 
@@ -229,7 +231,7 @@ def output_nodes(node: Node) -> tuple:
 
 
 def getitem(node: Node, i: int) -> Node:
-    return make_node("xlanb.getitem", "xlanb.getitem", (node, i), None, node.meta[i], node.loc)
+    return make_node("xlanb.getitem", "xlanb.getitem", (node, i), None, node.meta[i], node.location)
 
 
 def record(func, args, kwargs):

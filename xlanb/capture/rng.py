@@ -10,13 +10,14 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from xlanb.capture.state import state
-from xlanb.capture.tensor import Storage, mark_pending
+from xlanb.capture.tensor import LazyTensor, Storage, mark_pending, new_tensor, value
 from xlanb.ir.node import Node, data_node, intern_meta, make_node
 from xlanb.runtime.transfer import upload_numpy
+from xlanb.state import runtime_state
+
+_rt = runtime_state()
 
 KEY_META = intern_meta((2,), torch.uint32)
-_storage: list[Storage] = []
 
 
 def key_data(seed: int) -> np.ndarray:
@@ -25,9 +26,10 @@ def key_data(seed: int) -> np.ndarray:
 
 
 def rng_storage() -> Storage:
-    if not _storage:
-        _storage.append(Storage(data_node(upload_numpy(key_data(torch.initial_seed())), KEY_META)))
-    return _storage[0]
+    """The device RNG state (made on first use from torch's initial seed)."""
+    if _rt.rng is None:
+        _rt.rng = Storage(data_node(upload_numpy(key_data(torch.initial_seed())), KEY_META))
+    return _rt.rng
 
 
 def manual_seed(seed: int) -> None:
@@ -41,26 +43,18 @@ def take_key() -> Node:
     """The key for one random op; the state moves on to the next key."""
     s = rng_storage()
     key = s.node
-    if key.buf is not None:
-        state.overwritten.add(key)
+    if key.buffer is not None:
+        _rt.overwritten.add(key)
     s.node = make_node("xlanb.rng_next", "xlanb.rng_next", (key,), None, KEY_META)
     s.version += 1
     mark_pending(s)
     return key
 
 
-def pending_key() -> Node | None:
-    """The RNG state's node if it still needs computing (eager mode syncs it with the op)."""
-    if _storage and _storage[0].node.buf is None:
-        return _storage[0].node
-    return None
-
-
 def get_state() -> torch.Tensor:
     """The device RNG state (`torch.xla.get_rng_state()`), lazily: an xla uint32[2] tensor
     holding a copy of the current key, so torch.random.fork_rng and torch's checkpointing
     can save and restore it without running anything."""
-    from xlanb.capture.tensor import new_tensor
     key = rng_storage().node
     return new_tensor(make_node(torch.ops.aten.clone.default, "aten.clone.default", (key,), None, KEY_META),
                       KEY_META)
@@ -68,7 +62,6 @@ def get_state() -> torch.Tensor:
 
 def set_state(new_state: torch.Tensor) -> None:
     """Restores a state from get_state (or its CPU copy: uint32[2], or torch's 8-byte ByteTensor)."""
-    from xlanb.capture.tensor import LazyTensor, value
     s = rng_storage()
     if type(new_state) is LazyTensor:
         if tuple(new_state.shape) != (2,) or new_state.dtype != torch.uint32:

@@ -1,6 +1,6 @@
 """LazyTensor: a wrapper tensor on `xla:0` whose value is an IR node.
 
-A tensor that nobody aliases holds its node directly (`_n`), the fast common case.
+A tensor that nobody aliases holds its node directly (`_node`), the fast common case.
 Once a view is taken, the tensor and its views share a Storage cell holding the base
 node; each view keeps the chain of view steps from that base. Reading a view applies
 the chain (cached per storage version); writing through a view scatters the new value
@@ -13,12 +13,12 @@ import weakref
 
 import torch
 
-from xlanb.capture.state import state
 from xlanb.ir.node import Meta, Node, data_node, intern_meta, make_node
+from xlanb.state import runtime_state
 
 _make_wrapper = torch.Tensor._make_wrapper_subclass
 _STRIDED = torch.strided
-DEVICE = [torch.device("cpu")]     # set to xla:0 by xlanb.capture.register
+_rt = runtime_state()
 
 
 class Storage:
@@ -54,7 +54,13 @@ class ViewStep:
 
 
 class LazyTensor(torch.Tensor):
-    __slots__ = ("_n", "_s", "_v", "_cv", "_cn")
+    __slots__ = (
+        "_node",          # the value's Node while nothing aliases the tensor, else None
+        "_storage",       # the Storage shared with its views (once a view was taken), else None
+        "_views",         # the ViewStep chain from the storage's base node to this tensor
+        "_view_version",  # the storage version _view_node was computed at
+        "_view_node",     # the base with _views applied, memoised per storage version
+    )
     __torch_function__ = torch._C._disabled_torch_function_impl
 
     def __repr__(self, *, tensor_contents=None):
@@ -98,126 +104,126 @@ class LazyTensor(torch.Tensor):
 def new_tensor(node: Node, meta: Meta) -> LazyTensor:
     """A fresh, unaliased tensor holding `node`."""
     if meta.mkstrides is None:
-        t = _make_wrapper(LazyTensor, meta.shape, None, None, None, meta.dtype, _STRIDED, DEVICE[0])
+        t = _make_wrapper(LazyTensor, meta.shape, None, None, None, meta.dtype, _STRIDED, _rt.device)
     else:
-        t = _make_wrapper(LazyTensor, meta.shape, meta.strides, meta.offset, None, meta.dtype, _STRIDED, DEVICE[0])
-    t._n = node
-    t._s = None
-    if node.buf is None:
+        t = _make_wrapper(LazyTensor, meta.shape, meta.strides, meta.offset, None, meta.dtype, _STRIDED, _rt.device)
+    t._node = node
+    t._storage = None
+    if node.buffer is None:
         mark_pending(t)
-        if state.observer is not None:
-            state.observer(node)
+        if _rt.observer is not None:
+            _rt.observer(node)
     return t
 
 
 def new_view(storage: Storage, chain: tuple, meta: Meta) -> LazyTensor:
-    t = _make_wrapper(LazyTensor, meta.shape, meta.strides, meta.offset, None, meta.dtype, _STRIDED, DEVICE[0])
-    t._n = None
-    t._s = storage
-    t._v = chain
-    t._cv = -1
-    t._cn = None
+    t = _make_wrapper(LazyTensor, meta.shape, meta.strides, meta.offset, None, meta.dtype, _STRIDED, _rt.device)
+    t._node = None
+    t._storage = storage
+    t._views = chain
+    t._view_version = -1
+    t._view_node = None
     return t
 
 
 def mark_pending(holder) -> None:
-    pending = state.pending
+    pending = _rt.pending
     pending.append(weakref.ref(holder))
-    if len(pending) > state.prune_at:
+    if len(pending) > _rt.prune_at:
         prune_pending()
 
 
 def prune_pending() -> None:
     """Drops dead and computed entries (the list only grows between syncs)."""
     live = []
-    for ref in state.pending:
+    for ref in _rt.pending:
         h = ref()
-        if h is not None and holder_node(h).buf is None:
+        if h is not None and holder_node(h).buffer is None:
             live.append(ref)
-    state.pending[:] = live
-    state.prune_at = max(4096, 2 * len(live))
+    _rt.pending[:] = live
+    _rt.prune_at = max(4096, 2 * len(live))
 
 
 def holder_node(h) -> Node:
     """The base node of a holder (a LazyTensor or a Storage)."""
     if type(h) is Storage:
         return h.node
-    n = h._n
-    return n if n is not None else h._s.node
+    n = h._node
+    return n if n is not None else h._storage.node
 
 
 def storage_of(t: LazyTensor) -> Storage:
     """The tensor's storage cell, creating it (aliasing the tensor) on first use."""
-    s = t._s
+    s = t._storage
     if s is None:
-        s = Storage(t._n)
-        t._s = s
-        t._n = None
-        t._v = ()
-        t._cv = -1
-        t._cn = None
-        if s.node.buf is None:
+        s = Storage(t._node)
+        t._storage = s
+        t._node = None
+        t._views = ()
+        t._view_version = -1
+        t._view_node = None
+        if s.node.buffer is None:
             mark_pending(s)
     return s
 
 
 def value(t: LazyTensor) -> Node:
     """The node holding `t`'s current value."""
-    n = t._n
+    n = t._node
     if n is not None:
         return n
-    s = t._s
-    if not t._v:
+    s = t._storage
+    if not t._views:
         return s.node
-    if t._cv == s.version:
-        return t._cn
+    if t._view_version == s.version:
+        return t._view_node
     n = s.node
-    for step in t._v:
+    for step in t._views:
         n = step.apply(n)
-    t._cv = s.version
-    t._cn = n
+    t._view_version = s.version
+    t._view_node = n
     return n
 
 
 def base_node(t: LazyTensor) -> Node:
-    n = t._n
-    return n if n is not None else t._s.node
+    n = t._node
+    return n if n is not None else t._storage.node
 
 
 def view_chain(t: LazyTensor) -> tuple:
-    return () if t._n is not None else t._v
+    return () if t._node is not None else t._views
 
 
 def write(t: LazyTensor, new: Node) -> None:
     """Makes `new` (same shape and dtype as t) the value of t, through its views."""
-    if state.observer is not None:
-        state.observer(new)
-    n = t._n
+    if _rt.observer is not None:
+        _rt.observer(new)
+    n = t._node
     if n is not None:
-        if n.buf is not None:
-            state.overwritten.add(n)
-        t._n = new
+        if n.buffer is not None:
+            _rt.overwritten.add(n)
+        t._node = new
         mark_pending(t)
         return
-    s = t._s
+    s = t._storage
     old = s.node
-    if t._v:
-        chain = tuple(step.spec() for step in t._v)
+    if t._views:
+        chain = tuple(step.spec() for step in t._views)
         new = make_node("xlanb.view_scatter", "xlanb.view_scatter", (old, new, chain), None, old.meta)
-    if old.buf is not None:
-        state.overwritten.add(old)
+    if old.buffer is not None:
+        _rt.overwritten.add(old)
     s.node = new
     s.version += 1
     mark_pending(s)
 
 
 def tensor_meta(t: LazyTensor) -> Meta:
-    n = t._n
+    n = t._node
     if n is not None:
         return n.meta
-    if t._v:
-        return t._v[-1].meta
-    return t._s.node.meta
+    if t._views:
+        return t._views[-1].meta
+    return t._storage.node.meta
 
 
 def write_value(target: LazyTensor, node: Node) -> None:
@@ -237,10 +243,7 @@ def write_value(target: LazyTensor, node: Node) -> None:
 
 def _relabel(node: Node, meta: Meta) -> Node:
     """Same computation, the target's layout (strides are not part of the value)."""
-    if node.buf is not None:
-        return data_node(node.buf, meta)
-    return make_node(node.op, node.name, node.args, node.kwargs, meta, node.loc)
+    if node.buffer is not None:
+        return data_node(node.buffer, meta)
+    return make_node(node.op, node.name, node.args, node.kwargs, meta, node.location)
 
-
-def set_device(device: torch.device) -> None:
-    DEVICE[0] = device

@@ -1,76 +1,53 @@
-"""Why did it recompile? A compile is compared with the nearest earlier graph of its name.
+"""Why did it recompile? A new key is compared with the nearest earlier key of its name.
 
-The key of a graph is a list of ingredients (input shapes and dtypes, the ops in
-post-order with their constants and output shapes); a recompile is explained by naming
-the ingredients that differ, with the user's source line where capture recorded one.
+The CacheKey (ir/graph.py) is a record of named ingredients; a miss is explained by the
+ingredients that differ: an input's shape, dtype or layout, an op, its constants, its
+output shape or its operand wiring, the outputs, the lifted scalars' kinds, the donated
+inputs, the shardings. A key equal to an earlier one was evicted from the in-memory cache
+(or the cache was cleared): that, and only that, is said so.
 """
 
 from __future__ import annotations
 
 import collections
-import dataclasses
-import os
 
-from xlanb.ir.graph import Graph
-from xlanb.ir.node import NODE
+from xlanb.events import Change, Recompile
+from xlanb.ir.graph import CacheKey, Graph, location_text
+from xlanb.ir.node import NODE, Meta, meta_text
+from xlanb.state import runtime_state
 
-HISTORY = 8     # earlier graphs kept per name
+HISTORY = 8     # earlier keys kept per graph name
 
-
-@dataclasses.dataclass(frozen=True)
-class Change:
-    kind: str              # "input", "inputs", "op", "constant", "shape", "scalars", "outputs"
-    index: int
-    before: str
-    after: str
-    location: str = ""     # "file.py:12" of the op, when known
-
-    def __str__(self) -> str:
-        where = f" ({self.location})" if self.location else ""
-        if self.kind == "input":
-            return f"input {self.index}: {self.before} -> {self.after}"
-        if self.kind == "op":
-            return f"op {self.index}: {self.before} -> {self.after}{where}"
-        if self.kind == "constant":
-            return f"constant in op {self.index}: {self.before} -> {self.after}{where}"
-        if self.kind == "shape":
-            return f"op {self.index} output: {self.before} -> {self.after}{where}"
-        return f"{self.kind}: {self.before} -> {self.after}"
+_rt = runtime_state()
 
 
-@dataclasses.dataclass(frozen=True)
-class Explanation:
-    name: str
-    against: str                     # digest of the earlier graph compared with
-    changes: tuple[Change, ...]
-
-    def text(self) -> str:
-        if not self.changes:
-            return f"{self.name}: same ops and shapes as graph {self.against} (it was evicted from the cache)"
-        return f"{self.name}: recompiled; vs graph {self.against}: " + "; ".join(map(str, self.changes))
-
-    def to_json(self) -> dict:
-        return {"name": self.name, "against": self.against,
-                "changes": [dataclasses.asdict(c) for c in self.changes], "text": self.text()}
-
-
-@dataclasses.dataclass(frozen=True)
-class Summary:
-    digest: str
-    inputs: tuple[str, ...]
-    ops: tuple[tuple, ...]          # (name, output type, constants, location)
-    scalars: int
-    outputs: int
+def explain(graph: Graph, frames=()) -> Recompile | None:
+    """The explanation of `graph`'s compile (None for the first graph of its name); remembers its key.
+    `frames` (innermost first) are the user's frames that made it run."""
+    key = graph.key
+    earlier = _rt.history.setdefault(graph.name, collections.deque(maxlen=HISTORY))
+    result = None
+    if earlier:
+        nearest = min(earlier, key=lambda k: _distance(k, key))
+        where = location_text((frames[0].filename, frames[0].lineno)) if frames else ""
+        result = Recompile(graph.name, nearest.digest(), tuple(diff(nearest, key, graph)), where)
+    if key not in earlier:
+        earlier.append(key)
+    return result
 
 
-def _location(loc) -> str:
-    return f"{os.path.basename(loc[0])}:{loc[1]}" if loc else ""
+def _inputs(key: CacheKey) -> list[Meta]:
+    return [e for e in key.entries if type(e) is Meta]
 
 
-def _type(meta) -> str:
-    if isinstance(meta, tuple):
-        return "(" + ", ".join(m.text for m in meta if m is not None) + ")"
-    return meta.text
+def _ops(key: CacheKey) -> list[tuple]:
+    return [e for e in key.entries if type(e) is not Meta]
+
+
+def _input_text(m: Meta, other: Meta) -> str:
+    if m.text != other.text:
+        return m.text
+    return f"{m.text} strides {m.strides}" + (f" offset {m.offset}" if m.offset else "")
 
 
 def _constants(lk) -> str:
@@ -88,70 +65,85 @@ def _constants(lk) -> str:
     return args if lk[2] is None else f"{args} {show(lk[2])}"
 
 
-def summarize(graph: Graph) -> Summary:
-    ops = tuple((n.name, _type(n.meta), _constants(n.lk), _location(n.loc))
-                for n in graph.order if n.buf is None)
-    return Summary(graph.digest(), tuple(n.meta.text for n in graph.inputs), ops, len(graph.scalars),
-                   len(graph.roots))
+def _donation_text(donate: tuple) -> str:
+    return "inputs " + ", ".join(map(str, donate)) if donate else "none"
 
 
-def diff(before: Summary, after: Summary) -> list[Change]:
+def diff(before: CacheKey, after: CacheKey, graph: Graph | None = None) -> list[Change]:
+    """The ingredients of `after` that differ from `before`, each named once (first op of a kind)."""
     changes: list[Change] = []
-    for i, (a, b) in enumerate(zip(before.inputs, after.inputs)):
+    ins_a, ins_b = _inputs(before), _inputs(after)
+    for i, (a, b) in enumerate(zip(ins_a, ins_b)):
+        if a is not b:
+            changes.append(Change("input", i, _input_text(a, b), _input_text(b, a)))
+    if len(ins_a) != len(ins_b):
+        changes.append(Change("inputs", len(ins_b), f"{len(ins_a)} inputs", f"{len(ins_b)} inputs"))
+    changes += _op_changes(_ops(before), _ops(after), graph, input_changed=bool(changes))
+    if len(before.roots) != len(after.roots):
+        changes.append(Change("outputs", 0, str(len(before.roots)), str(len(after.roots))))
+    elif before.roots != after.roots and not changes:
+        changes.append(Change("outputs", 0, f"ops {before.roots}", f"ops {after.roots}"))
+    for i, (a, b) in enumerate(zip(before.scalars, after.scalars)):
+        if a is not b:
+            changes.append(Change("scalar", i, a.__name__, b.__name__))
+            break
+    if len(before.scalars) != len(after.scalars):
+        changes.append(Change("scalars", 0, str(len(before.scalars)), str(len(after.scalars))))
+    if before.donate != after.donate:
+        changes.append(Change("donation", 0, _donation_text(before.donate), _donation_text(after.donate)))
+    for i, (a, b) in enumerate(zip(before.shardings, after.shardings)):
         if a != b:
-            changes.append(Change("input", i, a, b))
-    if len(before.inputs) != len(after.inputs):
-        changes.append(Change("inputs", len(after.inputs), f"{len(before.inputs)} inputs", f"{len(after.inputs)} inputs"))
-    first_op = first_const = first_shape = None
-    for i, (a, b) in enumerate(zip(before.ops, after.ops)):
-        if a[0] != b[0] and first_op is None:
-            first_op = Change("op", i, a[0], b[0], b[3])
-        elif a[0] == b[0] and a[2] != b[2] and first_const is None:
-            first_const = Change("constant", i, f"{a[0]} {a[2]}", f"{b[0]} {b[2]}", b[3])
-        elif a[0] == b[0] and a[1] != b[1] and first_shape is None:
-            first_shape = Change("shape", i, f"{a[0]} {a[1]}", f"{b[0]} {b[1]}", b[3])
-    if first_op is None and len(before.ops) != len(after.ops):
-        i = min(len(before.ops), len(after.ops))
-        a = before.ops[i][0] if i < len(before.ops) else "end of graph"
-        b = after.ops[i][0] if i < len(after.ops) else "end of graph"
-        loc = after.ops[i][3] if i < len(after.ops) else ""
-        first_op = Change("op", i, a, b, loc)
-    for c in (first_op, first_const):
-        if c is not None:
-            changes.append(c)
-    if first_shape is not None and not any(c.kind == "input" for c in changes):
-        changes.append(first_shape)
-    if before.scalars != after.scalars:
-        changes.append(Change("scalars", 0, str(before.scalars), str(after.scalars)))
-    if before.outputs != after.outputs:
-        changes.append(Change("outputs", 0, str(before.outputs), str(after.outputs)))
+            changes.append(Change("sharding", i, str(a), str(b)))
+    if not changes and before == after:
+        if _rt.cache.was_evicted(after):
+            changes.append(Change("evicted", 0, "", f"cache size {_rt.config.cache_size}"))
+        else:
+            changes.append(Change("cleared", 0, "", "the in-memory cache was cleared since"))
     return changes
 
 
-def _distance(a: Summary, b: Summary) -> int:
-    d = sum(x != y for x, y in zip(a.inputs, b.inputs)) + abs(len(a.inputs) - len(b.inputs))
-    d += sum(x != y for x, y in zip(a.ops, b.ops)) + abs(len(a.ops) - len(b.ops))
-    return d
+def _op_changes(ops_a: list, ops_b: list, graph: Graph | None, input_changed: bool) -> list[Change]:
+    locations = _op_locations(graph) if graph is not None else None
+
+    def where(i: int) -> str:
+        return locations[i] if locations is not None and i < len(locations) else ""
+
+    first: dict[str, Change] = {}
+    for i, ((lk_a, pos_a), (lk_b, pos_b)) in enumerate(zip(ops_a, ops_b)):
+        if lk_a[0] != lk_b[0]:
+            first.setdefault("op", Change("op", i, lk_a[0], lk_b[0], where(i)))
+        elif lk_a[1:3] != lk_b[1:3]:
+            first.setdefault("constant", Change("constant", i, f"{lk_a[0]} {_constants(lk_a)}",
+                                                f"{lk_b[0]} {_constants(lk_b)}", where(i)))
+        elif lk_a[3] != lk_b[3]:
+            first.setdefault("shape", Change("shape", i, f"{lk_a[0]} {meta_text(lk_a[3])}",
+                                             f"{lk_b[0]} {meta_text(lk_b[3])}", where(i)))
+        elif pos_a != pos_b:
+            first.setdefault("operands", Change("operands", i, _call_text(lk_b[0], pos_a), _call_text(lk_b[0], pos_b),
+                                                where(i)))
+    if "op" not in first and len(ops_a) != len(ops_b):
+        i = min(len(ops_a), len(ops_b))
+        a = ops_a[i][0][0] if i < len(ops_a) else "end of graph"
+        b = ops_b[i][0][0] if i < len(ops_b) else "end of graph"
+        first["op"] = Change("op", i, a, b, where(i))
+    changes = [first[k] for k in ("op", "constant") if k in first]
+    if "shape" in first and not input_changed:        # an input's new shape explains the ops' shapes
+        changes.append(first["shape"])
+    if "operands" in first and not changes and not input_changed:
+        changes.append(first["operands"])
+    return changes
 
 
-class Explainer:
-    """Remembers the last graphs compiled under each name; explains each new compile."""
-
-    def __init__(self):
-        self.history: dict[str, collections.deque] = {}
-
-    def __call__(self, graph: Graph) -> Explanation | None:
-        summary = summarize(graph)
-        earlier = self.history.setdefault(graph.name, collections.deque(maxlen=HISTORY))
-        result = None
-        if earlier:
-            nearest = min(earlier, key=lambda s: _distance(s, summary))
-            result = Explanation(graph.name, nearest.digest, tuple(diff(nearest, summary)))
-        earlier.append(summary)
-        return result
-
-    def clear(self) -> None:
-        self.history.clear()
+def _call_text(name: str, positions: tuple) -> str:
+    return f"{name}({', '.join(f'%{p}' for p in positions)})"
 
 
-explainer = Explainer()
+def _op_locations(graph: Graph) -> list[str]:
+    return [location_text(n.location) for n in graph.order if n.buffer is None]
+
+
+def _distance(a: CacheKey, b: CacheKey) -> int:
+    d = 0
+    for x, y in ((_inputs(a), _inputs(b)), (_ops(a), _ops(b))):
+        d += sum(p != q for p, q in zip(x, y)) + abs(len(x) - len(y))
+    return d + (a.donate != b.donate) + (a.roots != b.roots)

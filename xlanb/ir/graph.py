@@ -1,9 +1,15 @@
 """A Graph is the pending computation behind a set of root nodes, ready to compile.
 
-The canonical key lists every node in post-order as (local key, operand positions).
-Positions make aliasing part of the key: `x + x` and `x + y` are two graphs, while
-`x + y` and `y + x` (different tensors, same program) are one. Keys compare exactly,
-so a hash collision can never pick the wrong executable.
+Its CacheKey is a small frozen record of named ingredients, used both by the LRU lookup
+and by the recompile explainer (ir/explain.py), so every miss can name what changed:
+  entries  every node in post-order: an input's Meta, or an op's (local key, operand
+           positions). Positions make aliasing part of the key: `x + x` and `x + y` are
+           two graphs, while `x + y` and `y + x` (different tensors, same program) are one.
+  roots    the post-order positions of the outputs
+  scalars  the kinds (float, int) of the lifted Python numbers, in walk order
+  donate   input positions whose buffers the outputs may reuse
+  shardings  one entry per input (empty on one device)
+Keys compare exactly, so a hash collision can never pick the wrong executable.
 """
 
 from __future__ import annotations
@@ -12,7 +18,21 @@ import dataclasses
 import hashlib
 import os
 
-from xlanb.ir.node import Node, Scalar
+from xlanb.events import IrLine, lines_text
+from xlanb.ir.node import Node, Scalar, meta_text
+
+
+@dataclasses.dataclass(frozen=True)
+class CacheKey:
+    entries: tuple
+    roots: tuple[int, ...]
+    scalars: tuple[type, ...]
+    donate: tuple[int, ...] = ()
+    shardings: tuple = ()
+
+    def digest(self) -> str:
+        """A short id for reports (stable within a process; never used for lookups)."""
+        return hashlib.blake2b(repr(hash(self)).encode(), digest_size=8).hexdigest()
 
 
 @dataclasses.dataclass
@@ -22,21 +42,21 @@ class Graph:
     inputs: list[Node]          # computed nodes whose buffers feed the graph
     scalars: list[Scalar]       # lifted Python numbers, in walk order
     roots: list[Node]           # the outputs, in the order given
-    key: tuple                  # exact cache key (see module docstring)
-    donate: tuple[int, ...] = ()    # input positions whose buffers the outputs may reuse
+    key: CacheKey
 
     @property
     def compute_nodes(self) -> int:
         return len(self.order) - len(self.inputs)
 
+    @property
+    def donate(self) -> tuple[int, ...]:
+        return self.key.donate
+
     def digest(self) -> str:
-        """A short, stable-in-process id for reports (not used for lookups)."""
-        return hashlib.blake2b(repr(hash(self.key)).encode(), digest_size=8).hexdigest()
+        return self.key.digest()
 
     def with_donation(self, donate: tuple[int, ...]) -> "Graph":
-        g = dataclasses.replace(self, donate=donate)
-        g.key = (self.key, donate)
-        return g
+        return dataclasses.replace(self, key=dataclasses.replace(self.key, donate=donate))
 
 
 def build_graph(roots: list[Node], name: str) -> Graph:
@@ -55,7 +75,7 @@ def build_graph(roots: list[Node], name: str) -> Graph:
             if n in index:
                 stack.pop()
                 continue
-            if n.buf is not None:
+            if n.buffer is not None:
                 stack.pop()
                 index[n] = len(order)
                 order.append(n)
@@ -63,7 +83,7 @@ def build_graph(roots: list[Node], name: str) -> Graph:
                 entries.append(n.meta)
                 continue
             pushed = False
-            for i in reversed(n.ins):     # reversed: operands come out in argument order
+            for i in reversed(n.operands):     # reversed: operands come out in argument order
                 if type(i) is Node and i not in index:
                     stack.append(i)
                     pushed = True
@@ -71,40 +91,16 @@ def build_graph(roots: list[Node], name: str) -> Graph:
                 continue
             stack.pop()
             positions = []
-            for i in n.ins:
+            for i in n.operands:
                 if type(i) is Node:
                     positions.append(index[i])
                 else:
                     scalars.append(i)
             index[n] = len(order)
             order.append(n)
-            entries.append((n.lk, tuple(positions)))
-    key = (tuple(entries), tuple(index[r] for r in roots))
+            entries.append((n.local_key, tuple(positions)))
+    key = CacheKey(tuple(entries), tuple(index[r] for r in roots), tuple(type(s.value) for s in scalars))
     return Graph(name=name, order=order, inputs=inputs, scalars=scalars, roots=list(roots), key=key)
-
-
-@dataclasses.dataclass(frozen=True)
-class IrLine:
-    """One node of a graph as plain data (no references to nodes or buffers)."""
-    index: int
-    op: str
-    type: str
-    operands: tuple[int, ...]
-    attrs: str
-    location: str = ""
-    roots: tuple[int, ...] = ()
-    is_input: bool = False
-
-    def text(self) -> str:
-        if self.is_input:
-            body = f"{self.type} xlanb::device_data()"
-        else:
-            body = f"{self.type} {self.op}({', '.join(f'%{i}' for i in self.operands)})"
-            if self.attrs:
-                body += ", " + self.attrs
-        if self.location:
-            body += f", location={self.location}"
-        return f"%{self.index} = {body}" + "".join(f", ROOT={r}" for r in self.roots)
 
 
 def graph_lines(graph: Graph) -> tuple[IrLine, ...]:
@@ -114,9 +110,9 @@ def graph_lines(graph: Graph) -> tuple[IrLine, ...]:
         roots.setdefault(r, []).append(r_i)
     lines = []
     for i, n in enumerate(graph.order):
-        location = f"{os.path.basename(n.loc[0])}:{n.loc[1]}" if n.loc else ""
-        if n.buf is not None:
-            lines.append(IrLine(i, "xlanb::device_data", _type_text(n.meta), (), "", location,
+        location = location_text(n.location)
+        if n.buffer is not None:
+            lines.append(IrLine(i, "xlanb::device_data", meta_text(n.meta), (), "", location,
                                 tuple(roots.get(n, ())), True))
             continue
         operands, attrs = [], []
@@ -133,13 +129,14 @@ def graph_lines(graph: Graph) -> tuple[IrLine, ...]:
             operands.extend(sub_ops)
             if not sub_ops:
                 attrs.append(f"{k}={sub_attrs[0] if sub_attrs else v!r}")
-        lines.append(IrLine(i, _op_text(n.name), _type_text(n.meta), tuple(operands), ", ".join(attrs),
+        lines.append(IrLine(i, _op_text(n.name), meta_text(n.meta), tuple(operands), ", ".join(attrs),
                             location, tuple(roots.get(n, ()))))
     return tuple(lines)
 
 
-def lines_text(lines) -> str:
-    return "\n".join(["IR {"] + [f"  {line.text()}" for line in lines] + ["}"])
+def location_text(location) -> str:
+    """(filename, line) -> `"file.py:12"` ("" when unknown)."""
+    return f"{os.path.basename(location[0])}:{location[1]}" if location else ""
 
 
 def graph_text(graph: Graph) -> str:
@@ -159,12 +156,6 @@ def _op_text(name: str) -> str:
     """`aten.add.Tensor` -> `aten::add.Tensor` (torch_xla prints aten::add)."""
     ns, _, rest = name.partition(".")
     return f"{ns}::{rest}" if rest else name
-
-
-def _type_text(meta) -> str:
-    if isinstance(meta, tuple):
-        return "(" + ", ".join(m.text if m is not None else "none" for m in meta) + ")"
-    return meta.text
 
 
 def _format_arg(a, index, operands, attrs) -> None:

@@ -1,17 +1,18 @@
 """The one IR node type, interned tensor metadata, and lifted Python scalars.
 
-A Node is an ATen call with its operands replaced by Nodes. It carries:
-  lk   the local key: (op name, constant arguments, output meta); equal local keys
-       plus equal operand positions mean equal computations (see graph.py);
-  h    an incremental structural hash (local key folded with operand hashes), used to
-       compare graphs across compiles and to explain recompiles;
-  buf  the device buffer once the node has been computed. A computed node drops its
-       operands, so history does not pile up in memory, and becomes a graph input.
+A Node is an ATen call with its operands replaced by Nodes (and lifted Scalars). Every
+node, on every capture path, is made by `new_node`; its local key (`local_key`) is the
+op, its constant arguments with operands blanked out, and its output meta: equal local
+keys plus equal operand positions mean equal computations (ir/graph.py builds the
+graph's CacheKey from them). A computed node holds its device buffer, drops its
+operands (so history does not pile up in memory) and becomes a graph input.
 """
 
 from __future__ import annotations
 
 import torch
+
+from xlanb._config import config
 
 # Interned metadata ---------------------------------------------------------------------
 
@@ -76,6 +77,13 @@ def intern_meta(shape: tuple, dtype: torch.dtype, strides: tuple | None = None, 
     return m
 
 
+def meta_text(meta) -> str:
+    """`f32[4,4]`, or `(f32[4], s64[4])` for a multi-output op (`none` where nothing is computed)."""
+    if isinstance(meta, tuple):
+        return "(" + ", ".join(m.text if m is not None else "none" for m in meta) + ")"
+    return meta.text
+
+
 def meta_of(t: torch.Tensor) -> Meta:
     return intern_meta(tuple(t.shape), t.dtype, tuple(t.stride()), t.storage_offset())
 
@@ -97,14 +105,11 @@ class Scalar:
         return f"Scalar({self.value!r})"
 
 
-LIFT_SPECIAL = [False]   # XLANB_SPECIAL_SCALARS=0 sets this: lift 0/+-1 too
-
-
 def lift(value):
     """Returns a Scalar for a liftable Python number, else the value itself."""
     t = type(value)
     if t is float or t is int:
-        if (value == 0 or value == 1 or value == -1) and not LIFT_SPECIAL[0]:
+        if (value == 0 or value == 1 or value == -1) and config().special_scalars:
             return value
         if t is int and not -(2 ** 63) <= value < 2 ** 63:
             return value
@@ -125,22 +130,29 @@ NODE = _NodeMarker()   # stands for an operand inside a local key
 
 
 class Node:
-    __slots__ = ("op", "name", "args", "kwargs", "ins", "meta", "lk", "h", "buf", "loc", "__weakref__")
+    __slots__ = (
+        "op",          # the OpOverload (or an "xlanb.*" name for xlanb's own ops)
+        "name",        # the ATen overload name, "aten.add.Tensor": the lowering table's key
+        "args",        # arguments, operands as Nodes, lifted numbers as Scalars
+        "kwargs",      # keyword arguments (None when there are none)
+        "operands",    # the Nodes and Scalars in args and kwargs, in order
+        "meta",        # output Meta, or a tuple of them (None for an output not computed)
+        "local_key",   # (name, constants, keyword constants, meta): see local_key()
+        "buffer",      # the device buffer (jax.Array) once computed, else None
+        "location",    # (filename, line) of the user's code that recorded it, when tracked
+        "__weakref__",
+    )
 
     def __repr__(self) -> str:
-        state = "computed" if self.buf is not None else "pending"
+        state = "computed" if self.buffer is not None else "pending"
         return f"<Node {self.name} {self.meta!r} {state}>"
 
-    @property
-    def computed(self) -> bool:
-        return self.buf is not None
-
-    def release(self, buf) -> None:
+    def release(self, buffer) -> None:
         """Stores the computed value and forgets the operands."""
-        self.buf = buf
+        self.buffer = buffer
         self.args = ()
         self.kwargs = None
-        self.ins = ()
+        self.operands = ()
 
 
 def const_key(x):
@@ -160,41 +172,52 @@ def const_key(x):
     return x
 
 
-def _collect(x, ins: list) -> None:
+def local_key(name: str, args: tuple, kwargs: dict | None, meta) -> tuple:
+    """The one formula for a node's local key; fast paths memoise it per input metas."""
+    return (name, const_key(args), const_key(kwargs) if kwargs else None, meta)
+
+
+def operands_of(args: tuple, kwargs: dict | None) -> tuple:
+    """The Nodes and lifted Scalars inside an argument structure (nested lists, kwargs), in order."""
+    found: list = []
+    _collect(args, found)
+    if kwargs:
+        _collect(kwargs, found)
+    return tuple(found)
+
+
+def _collect(x, found: list) -> None:
     t = type(x)
     if t is Node or t is Scalar:
-        ins.append(x)
+        found.append(x)
     elif t is tuple or t is list:
         for y in x:
-            _collect(y, ins)
+            _collect(y, found)
     elif t is dict:
         for y in x.values():
-            _collect(y, ins)
+            _collect(y, found)
 
 
-def make_node(op, name: str, args: tuple, kwargs: dict | None, meta, loc=None) -> Node:
-    """The general constructor: any argument structure (nested lists, kwargs)."""
-    ins: list = []
-    _collect(args, ins)
-    if kwargs:
-        _collect(kwargs, ins)
+def new_node(op, name: str, args: tuple, kwargs: dict | None, operands: tuple, meta, key: tuple,
+             location=None) -> Node:
+    """The one node constructor. Callers pass the operands and local key they computed (or
+    memoised) with `operands_of` and `local_key`; `make_node` does both."""
     n = Node()
-    n.op, n.name, n.args, n.kwargs, n.meta = op, name, args, kwargs, meta
-    n.ins = tuple(ins)
-    n.lk = (name, const_key(args), const_key(kwargs) if kwargs else None, meta)
-    n.h = hash((n.lk, tuple(i.h for i in ins if type(i) is Node)))
-    n.buf = None
-    n.loc = loc
+    n.op, n.name, n.args, n.kwargs, n.operands, n.meta = op, name, args, kwargs, operands, meta
+    n.local_key = key
+    n.buffer = None
+    n.location = location
     return n
 
 
-def data_node(buf, meta: Meta) -> Node:
+def make_node(op, name: str, args: tuple, kwargs: dict | None, meta, location=None) -> Node:
+    """A pending node for any argument structure."""
+    return new_node(op, name, args, kwargs, operands_of(args, kwargs), meta, local_key(name, args, kwargs, meta),
+                    location)
+
+
+def data_node(buffer, meta: Meta) -> Node:
     """A graph input: a device buffer with its metadata."""
-    n = Node()
-    n.op = n.name = "xlanb.device_data"
-    n.args, n.kwargs, n.ins, n.meta = (), None, (), meta
-    n.lk = ("xlanb.device_data", (), None, meta)
-    n.h = hash(n.lk)
-    n.buf = buf
-    n.loc = None
+    n = new_node("xlanb.device_data", "xlanb.device_data", (), None, (), meta, ("xlanb.device_data", (), None, meta))
+    n.buffer = buffer
     return n

@@ -11,6 +11,7 @@ import numpy as np
 import torch
 
 from xlanb import events
+from xlanb.state import emit
 from xlanb.lower.dtypes import to_jax_dtype
 from xlanb.lower.dtypes import numpy_to_torch, torch_to_numpy
 
@@ -44,12 +45,6 @@ def _unflatten(x, values):
     if t is dict:
         return {k: _unflatten(v, values) for k, v in x.items()}
     return x
-
-
-def counter_name(name: str) -> str:
-    """`aten.nonzero.default` -> `aten::nonzero` (torch_xla's counter name)."""
-    parts = name.split(".")
-    return f"{parts[0]}::{parts[1]}" if len(parts) >= 2 else name
 
 
 def _key_set(names):
@@ -94,7 +89,7 @@ def lower_fallback(op, name: str, args, kwargs, meta):
     multi = isinstance(meta, tuple)
     metas = meta if multi else (meta,)
     specs = tuple(jax.ShapeDtypeStruct(m.shape, to_jax_dtype(m.dtype)) for m in metas if m is not None)
-    counter = counter_name(name)
+    counter = events.counter_name(name)
 
     def host(*arrays):
         values = [np.asarray(a).item() if is_scalar else numpy_to_torch(np.asarray(a))
@@ -103,7 +98,7 @@ def lower_fallback(op, name: str, args, kwargs, meta):
         out = run_on_cpu(op, a, kw)
         outs = out if isinstance(out, (tuple, list)) else (out,)
         outs = [o for o, m in zip(outs, metas) if m is not None]
-        events.emit(events.Fallback(op=counter))
+        emit(events.Fallback(op=counter))
         return tuple(torch_to_numpy(o).reshape(s.shape) for o, s in zip(outs, specs))
 
     results = iter(jax.pure_callback(host, specs, *leaves))

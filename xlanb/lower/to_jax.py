@@ -141,7 +141,7 @@ def build_function(graph: Graph):
     input_pos = [index[n] for n in graph.inputs]
     steps = []
     for i, n in enumerate(graph.order):
-        if n.buf is not None:
+        if n.buffer is not None:
             continue
         st = Step()
         st.pos, st.name, st.op, st.meta = i, n.name, n.op, n.meta

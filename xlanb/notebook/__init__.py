@@ -25,8 +25,3 @@ def unload_ipython_extension(ip) -> None:
     ext = _loaded.pop(id(ip), None)
     if ext is not None:
         ext.unload()
-
-
-def loaded_extension(ip):
-    """The extension loaded in a shell (xlanb.notebook.extension.Extension), or None."""
-    return _loaded.get(id(ip))

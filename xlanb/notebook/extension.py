@@ -7,14 +7,11 @@ import sys
 import threading
 import time
 
-from xlanb import events
+import contextlib
+
+from xlanb import events, hooks
 from xlanb._config import config
-from xlanb.capture import realize
-from xlanb.capture.frames import user_frames
-from xlanb.capture.realize import pending_node_count
-from xlanb.capture.state import state
-from xlanb.runtime.cache import compiled_cache
-from xlanb.report import CellContext, Cells, build_report, snapshot_pending
+from xlanb.report import CellContext, Cells, build_report, location_text
 
 
 @dataclasses.dataclass
@@ -28,12 +25,6 @@ class CellRun:
     extra_frames: dict = dataclasses.field(default_factory=dict)
 
 
-def _pending_signature() -> tuple:
-    """Changes whenever a cell records new pending work (or a sync clears it)."""
-    pending = state.pending
-    return (len(pending), id(pending[-1]) if pending else None)
-
-
 class Extension:
     def __init__(self, shell):
         self.shell = shell
@@ -41,6 +32,7 @@ class Extension:
         self.previous_eager: bool | None = None
         self.progress = None
         self._main = threading.main_thread()
+        self._texts = contextlib.ExitStack()
 
     # --- load / unload -------------------------------------------------------------------
     def load(self) -> None:
@@ -53,10 +45,11 @@ class Extension:
         self.shell.events.register("pre_run_cell", self.pre_run_cell)
         self.shell.events.register("post_run_cell", self.post_run_cell)
         self.progress = CompileProgress(lambda data: display(data, raw=True, display_id=True))
-        realize.graph_hooks.append(self.progress.graph_starting)
-        events.log.subscribe(self.on_event)
-        self.previous_eager = state.eager
-        state.eager = True                # notebooks start in eager mode
+        hooks.subscribe(self.on_event)
+        self._texts.enter_context(hooks.recording_texts())       # the report shows HLO and analyses
+        hooks.set_location_namer(self.name_location)
+        self.previous_eager = hooks.is_eager_mode()
+        hooks.eager_mode(True)            # notebooks start in eager mode
 
     def unload(self) -> None:
         for name, hook in (("pre_run_cell", self.pre_run_cell), ("post_run_cell", self.post_run_cell)):
@@ -64,22 +57,22 @@ class Extension:
                 self.shell.events.unregister(name, hook)
         if self.progress is not None:
             self.progress.stop()
-            if self.progress.graph_starting in realize.graph_hooks:
-                realize.graph_hooks.remove(self.progress.graph_starting)
-        events.log.unsubscribe(self.on_event)
+        hooks.unsubscribe(self.on_event)
+        self._texts.close()
+        hooks.set_location_namer(None)
         magics = self.shell.magics_manager.magics
         for kind, names in (("cell", ("xla_compile",)), ("line", ("xla_mode", "xla_report", "xla_metrics"))):
             for name in names:
                 magics[kind].pop(name, None)
         if self.previous_eager is not None:
-            state.eager = self.previous_eager
+            hooks.eager_mode(self.previous_eager)
         self.cell = None
 
     # --- hooks ---------------------------------------------------------------------------
     def pre_run_cell(self, info) -> None:
         if getattr(info, "silent", False):
             return
-        self.cell = CellRun(events.log.mark(), time.time(), getattr(info, "cell_id", None), _pending_signature())
+        self.cell = CellRun(hooks.mark(), time.time(), getattr(info, "cell_id", None), hooks.pending_signature())
         if config().report != "off":
             self.progress.start()
 
@@ -89,7 +82,7 @@ class Extension:
         cell = self.cell
         # CPU fallbacks carry no frames: record the user's line while we are on their thread
         if cell is not None and isinstance(e, events.Fallback) and threading.current_thread() is self._main:
-            cell.extra_frames[e.seq] = _outside_packages(user_frames(64))[:config().max_frames]
+            cell.extra_frames[e.seq] = hooks.user_frames(config().max_frames)
 
     def note_compiled_cell(self) -> None:
         if self.cell is not None:
@@ -116,21 +109,27 @@ class Extension:
             self.show(report)
 
     def build(self, cell: CellRun, result, style: str):
-        evs = events.log.since(cell.mark)
-        cells = Cells(dict(getattr(self.shell.compile, "_filename_map", {})), result.execution_count)
-        pending = None
-        if not state.eager and _pending_signature() != cell.pending_before:
-            pending = snapshot_pending(self.shell.user_ns, cells=cells, dag=style != "compact")
-        if not evs and pending is None:
+        eager = hooks.is_eager_mode()
+        if not eager and hooks.pending_signature() != cell.pending_before:
+            hooks.snapshot_pending(self.shell.user_ns)      # an event: the report reads it
+        evs = hooks.since(cell.mark)
+        if not evs:
             return None
-        mode = "compiled" if cell.compiled else ("eager" if state.eager else "lazy")
+        cells = Cells(self._cell_files(), result.execution_count)
+        mode = "compiled" if cell.compiled else ("eager" if eager else "lazy")
         ctx = CellContext(
             execution_count=result.execution_count, cell_id=cell.cell_id, mode=mode, style=style, cells=cells,
-            started=cell.started, finished=time.time(), extra_frames=cell.extra_frames,
-            state={"mode": "eager" if state.eager else "lazy", "pending_nodes": pending_node_count(),
-                   "cache_size": len(compiled_cache)})
-        report = build_report(evs, ctx, pending)
+            started=cell.started, finished=time.time(), extra_frames=cell.extra_frames, state=hooks.status())
+        report = build_report(evs, ctx)
         return None if report.empty else report
+
+    def _cell_files(self) -> dict:
+        """IPython's map of each cell's made-up filename to its execution count."""
+        return dict(getattr(self.shell.compile, "_filename_map", {}))
+
+    def name_location(self, location: str) -> str:
+        """`"1234.py:2"` -> `"In [6] line 2"` when that file is a cell (for explain_recompiles)."""
+        return location_text(location, Cells(self._cell_files(), current=0))
 
     def show(self, report) -> None:
         from IPython.display import display
@@ -138,11 +137,6 @@ class Extension:
         from xlanb.notebook.widget import report_bundle
         data, metadata = report_bundle(report, widget=_has_anywidget())
         display(data, metadata=metadata, raw=True)
-
-
-def _outside_packages(frames) -> tuple:
-    """Frames of the user's code: not jax's, IPython's or any other installed package's."""
-    return tuple(f for f in frames if "site-packages" not in f.filename and "dist-packages" not in f.filename)
 
 
 def _has_anywidget() -> bool:

@@ -10,12 +10,8 @@ from IPython.core.error import UsageError
 from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
 
-import xlanb
-from xlanb import metrics
+from xlanb import hooks, metrics
 from xlanb._config import config, set_config
-from xlanb.capture.detector import GraphLimitError
-from xlanb.capture.modes import UnexpectedExecution
-from xlanb.capture.state import state
 from xlanb.report import Cells, rewrite_locations
 
 REPORT_STYLES = ("on", "off", "compact", "full")
@@ -69,10 +65,11 @@ class XlaMagics(Magics):
         name = args.name or self.extension.default_graph_name()
         self.extension.note_compiled_cell()
         try:
-            with xlanb.compile(name=name, full_graph=args.full_graph, max_different_graphs=args.max_graphs):
-                state.track_locations = True      # ops remember their cell line (the scope restores it)
+            # ops remember their cell line, so errors and the report can name it
+            with hooks.recording_locations(), hooks.compile(name=name, full_graph=args.full_graph,
+                                                            max_different_graphs=args.max_graphs):
                 return self._run_body(cell)
-        except (UnexpectedExecution, GraphLimitError) as error:
+        except (hooks.UnexpectedExecution, hooks.GraphLimitError) as error:
             if len(error.args) == 1 and isinstance(error.args[0], str):   # name cell lines, not temp files
                 error.args = (rewrite_locations(error.args[0], self._cells()),)
             raise
@@ -114,11 +111,11 @@ class XlaMagics(Magics):
         """
         arg = line.strip()
         if not arg:
-            print("eager" if xlanb.is_eager_mode() else "lazy")
+            print("eager" if hooks.is_eager_mode() else "lazy")
             return
         if arg not in ("eager", "lazy"):
             raise UsageError(f"%xla_mode takes eager or lazy, got {arg!r}")
-        xlanb.eager_mode(arg == "eager")
+        hooks.eager_mode(arg == "eager")
 
     @line_magic
     def xla_report(self, line):

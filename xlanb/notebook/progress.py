@@ -25,14 +25,13 @@ class CompileProgress:
         self._thread: threading.Thread | None = None
 
     # --- called on the user's thread -------------------------------------------------
-    def graph_starting(self, graph, *, eager: bool, cause: str = "", frames=()) -> None:
-        """A realize.graph_hooks entry: a graph is about to be looked up, compiled and run."""
-        if not eager and self._thread is not None:
-            with self._lock:
-                self._current = (time.monotonic(), graph.name, graph.compute_nodes)
-
     def on_event(self, e) -> None:
-        if isinstance(e, (events.Compile, events.Execute)) and self._current is not None:
+        """An event-log listener: CompileStart starts the clock, the Compile or Execute after it ends it."""
+        if isinstance(e, events.CompileStart):
+            if not e.eager and self._thread is not None:
+                with self._lock:
+                    self._current = (time.monotonic(), e.name, e.nodes)
+        elif isinstance(e, (events.Compile, events.Execute)) and self._current is not None:
             with self._lock:
                 self._current = None
 

@@ -1,23 +1,23 @@
 """Cell reports: pure functions from runtime events to a CellReport, and its renderings.
 
-    mark = xlanb.events.log.mark()
+    log = xlanb.runtime_state().log
+    mark = log.mark()
     ...                                   # run some xla code
-    report = build_report(xlanb.events.log.since(mark))
+    report = build_report(log.since(mark))
     print(render_text(report))            # or render_html(report), report.to_json()
 
 The JSON form is versioned (REPORT_SCHEMA_VERSION, SCHEMA; docs/report-schema.md); the
 notebook shows all forms in one display, and the JupyterLab extension renders the JSON.
 """
 
-from xlanb.report.build import CellContext, build_report
+from xlanb.report.build import CellContext, build_report, pending_section
 from xlanb.report.dag import draw_dag
 from xlanb.report.hlo import highlight
 from xlanb.report.html import render_html
 from xlanb.report.model import CellReport
-from xlanb.report.pending import snapshot_pending
 from xlanb.report.schema import MIME_TYPE, REPORT_SCHEMA_VERSION, SCHEMA
 from xlanb.report.text import render_text
-from xlanb.report.where import Cells, rewrite_locations
+from xlanb.report.where import Cells, location_text, rewrite_locations
 
 __all__ = ["CellContext", "CellReport", "Cells", "MIME_TYPE", "REPORT_SCHEMA_VERSION", "SCHEMA", "build_report",
-           "draw_dag", "highlight", "render_html", "render_text", "rewrite_locations", "snapshot_pending"]
+           "draw_dag", "highlight", "location_text", "pending_section", "render_html", "render_text", "rewrite_locations"]

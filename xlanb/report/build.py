@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import dataclasses
-import re
 from collections.abc import Mapping
 from typing import Any
 
 from xlanb import events as ev
 from xlanb.report.dag import draw_dag
 from xlanb.report.model import (CachedRun, CellReport, EagerOp, EagerSummary, FallbackNote, Forced, GraphSection,
-                                IrText, Recompile, Span, StageText, Summary, Tensor, Timeline, Transfers, _ms)
+                                IrText, PendingIR, PendingTensor, Recompile, Span, StageText, Summary, Tensor,
+                                Timeline, Transfers, _ms)
 from xlanb.report.timeline import timeline_svg
 from xlanb.report.where import Cells, Where, location_text, user_where
 
@@ -20,7 +20,6 @@ HLO_LINES = 1500        # HLO lines kept per stage ("on"; "full" keeps all)
 MAX_SPANS = 300         # timeline spans kept (the longest)
 MAX_FORCED = 50         # distinct forced executions listed
 DETAILED_GRAPHS = 20    # graphs per cell with HLO, DAG and analyses (100 in "full"); the rest get a summary
-_COST_PART = re.compile(r"\d+\{\}$|out\{\}$")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -37,15 +36,6 @@ class CellContext:
     extra_frames: Mapping[int, tuple] = dataclasses.field(default_factory=dict)
     # the runtime when the cell ended: {"mode", "pending_nodes", "cache_size"} (status bars read it)
     state: Mapping[str, Any] | None = None
-
-
-def counter_op(name: str) -> str:
-    """`aten.nonzero.default` or `aten::nonzero.default` -> `aten::nonzero` (torch_xla's counter name)."""
-    if "::" in name:
-        ns, _, rest = name.partition("::")
-        return f"{ns}::{rest.split('.')[0]}"
-    parts = name.split(".")
-    return f"{parts[0]}::{parts[1]}" if len(parts) >= 2 else name
 
 
 def _tensors(infos) -> tuple[Tensor, ...]:
@@ -74,10 +64,9 @@ def strip_debug_tables(text: str) -> str:
     return "\n".join(out)
 
 
-def _stage(stages, stage: str, limit: int | None) -> StageText | None:
-    if stages is None:
+def _stage(text: str, stage: str, limit: int | None) -> StageText | None:
+    if not text:         # not recorded (the runtime keeps texts only while asked: recording_texts)
         return None
-    text = stages.as_text(stage)
     if stage == "optimized" and limit is not None:
         text = strip_debug_tables(text)
     lines = text.splitlines()
@@ -87,11 +76,6 @@ def _stage(stages, stage: str, limit: int | None) -> StageText | None:
     return StageText(text, len(lines), False)
 
 
-def _cost(stages) -> dict | None:
-    cost = stages.cost_analysis() if stages is not None else None
-    if not cost:
-        return None
-    return {k: float(v) for k, v in cost.items() if isinstance(v, (int, float)) and not _COST_PART.search(k)}
 
 
 def relocate(lines, cells: Cells) -> tuple:
@@ -108,6 +92,20 @@ def _ir_text(lines, limit: int | None) -> IrText:
     return IrText(tuple(lines), len(lines))
 
 
+def pending_section(snapshot: ev.PendingSnapshot, *, cells: Cells = Cells(), limit: int | None = IR_LINES,
+                    dag: bool = True) -> PendingIR:
+    """The report's view of a PendingSnapshot event: its IR (cut at `limit` lines), the DAG, and
+    the notebook variables that hold its roots."""
+    lines = relocate(snapshot.ir, cells)
+    held = {t.root for t in snapshot.tensors}
+    nodes = sum(1 for line in lines if not line.is_input)
+    cut = limit is not None and len(lines) > limit
+    ir = IrText(tuple(lines[:limit] if cut else lines), len(lines), cut,
+                tuple((t.root, t.name) for t in snapshot.tensors))
+    return PendingIR(nodes, tuple(PendingTensor(t.name, t.type) for t in snapshot.tensors), snapshot.roots - len(held),
+                     ir, draw_dag(lines) if dag else None)
+
+
 def _input_location(c: ev.Compile, i: int, cells: Cells) -> str:
     """Where input i is first used: the location of the first op reading it, when recorded."""
     inputs = [line.index for line in c.ir if line.is_input]
@@ -120,7 +118,7 @@ def _input_location(c: ev.Compile, i: int, cells: Cells) -> str:
 
 
 def _recompile(c: ev.Compile, cells: Cells, where) -> Recompile | None:
-    explanation = c.recompile
+    explanation = c.recompile          # events.Recompile
     if explanation is None:
         return None
     changes = []
@@ -145,13 +143,13 @@ def _section(c: ev.Compile, runs, ctx: CellContext, detailed: bool) -> GraphSect
         name=c.name, key=c.key, eager=c.eager, cause=c.cause, where=where, nodes=c.nodes,
         inputs=_tensors(c.inputs), outputs=_tensors(c.outputs), scalars=c.scalars,
         lower_ms=_ms(c.lower_ns), compile_ms=_ms(c.compile_ns), persistent_hit=c.persistent_hit,
-        executions=count, execute_ms=_ms(ns), fallback_ops=tuple(counter_op(o) for o in c.fallback_ops),
+        executions=count, execute_ms=_ms(ns), fallback_ops=tuple(ev.counter_name(o) for o in c.fallback_ops),
         recompile=_recompile(c, ctx.cells, where), ir=_ir_text(lines, limit_ir),
         dag=draw_dag(lines) if detailed else None,
-        stablehlo=_stage(c.stages, "stablehlo", limit_hlo) if detailed else None,
-        optimized=_stage(c.stages, "optimized", limit_hlo) if detailed else None,
-        cost=_cost(c.stages) if detailed else None,
-        memory=c.stages.memory_analysis() if detailed and c.stages is not None else None,
+        stablehlo=_stage(c.stablehlo, "stablehlo", limit_hlo) if detailed else None,
+        optimized=_stage(c.optimized, "optimized", limit_hlo) if detailed else None,
+        cost=dict(c.cost) if detailed and c.cost else None,
+        memory=dict(c.memory) if detailed and c.memory else None,
     )
 
 
@@ -175,10 +173,17 @@ def _spans(evs, t0: float) -> tuple[tuple[Span, ...], int]:
 
 
 def build_report(evs, ctx: CellContext = CellContext(), pending=None) -> CellReport:
-    """The report of one cell from the events it emitted (`events.log.since(mark)`)."""
+    """The report of one cell from the events it emitted (`runtime_state().log.since(mark)`).
+
+    The pending IR left behind is the last PendingSnapshot event among them, unless `pending`
+    (a report.model.PendingIR) is given."""
     if ctx.style not in STYLES:
         raise ValueError(f"report style must be one of {STYLES}, got {ctx.style!r}")
     evs = list(evs)
+    if pending is None:
+        snapshot = next((e for e in reversed(evs) if isinstance(e, ev.PendingSnapshot)), None)
+        if snapshot is not None:
+            pending = pending_section(snapshot, cells=ctx.cells, dag=ctx.style != "compact")
     runs: dict[str, tuple[int, int]] = {}          # graph key -> (executions, ns)
     for e in evs:
         if isinstance(e, ev.Execute):
@@ -282,12 +287,12 @@ def _forced_and_fallbacks(evs, ctx: CellContext):
         elif isinstance(e, ev.Compile):
             last_frames = e.frames or last_frames
             for op in e.fallback_ops:
-                name = counter_op(op)
+                name = ev.counter_name(op)
                 note = notes.setdefault(name, {"reason": "no lowering", "graphs": [], "frames": (), "count": 0})
                 if e.name not in note["graphs"]:
                     note["graphs"].append(e.name)
                 loc = next((line.location for line in e.ir
-                            if line.location and counter_op(line.op) == name), "")
+                            if line.location and ev.counter_name(line.op) == name), "")
                 note.setdefault("location", loc)
                 if not note["frames"]:
                     note["frames"] = e.frames

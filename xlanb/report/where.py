@@ -14,7 +14,8 @@ import os
 import re
 from collections.abc import Mapping
 
-_PACKAGE_DIRS = (os.sep + "site-packages" + os.sep, os.sep + "dist-packages" + os.sep)
+from xlanb.events import in_package
+
 
 
 @dataclasses.dataclass(frozen=True)
@@ -86,7 +87,7 @@ def user_where(frames, cells: Cells) -> Where | None:
         if cells.line_text(f.filename, f.lineno) is not None:
             return where_of_frame(f, cells)
     for f in frames:
-        if not any(d in f.filename for d in _PACKAGE_DIRS):
+        if not in_package(f.filename):
             return where_of_frame(f, cells)
     return where_of_frame(frames[0], cells)
 

@@ -1,70 +1,60 @@
-"""Compiled executables: an in-memory LRU keyed by graph key, and JAX's disk cache.
+"""JAX's persistent compilation cache, set up from the config at each compile.
 
-Eviction is never an error: an evicted graph is simply lowered and compiled again
-(from the disk cache, when it is on, that costs no XLA compile).
+The in-memory LRU of executables is `runtime_state().cache` (xlanb/state.py). Below it sits
+JAX's disk cache: an evicted graph, or a graph seen by an earlier process, is lowered again
+and its XLA compile comes from disk. `XLANB_PERSISTENT_CACHE` and `XLANB_CACHE_DIR` are read
+at every compile, so `override(...)` of either takes effect at the next compile.
 """
 
 from __future__ import annotations
 
-import collections
 import os
 import threading
 
 import jax
+from jax._src import compilation_cache
 
 from xlanb._config import config
 
 
-class CompiledCache:
-    def __init__(self):
-        self._entries: collections.OrderedDict = collections.OrderedDict()
-
-    def get(self, key):
-        entry = self._entries.get(key)
-        if entry is not None:
-            self._entries.move_to_end(key)
-        return entry
-
-    def put(self, key, compiled) -> None:
-        self._entries[key] = compiled
-        self._entries.move_to_end(key)
-        limit = config().cache_size
-        while len(self._entries) > limit:
-            self._entries.popitem(last=False)
-
-    def __len__(self) -> int:
-        return len(self._entries)
-
-    def clear(self) -> None:
-        self._entries.clear()
-
-
-compiled_cache = CompiledCache()
-
-
 class _PersistentCache:
-    """Turns on JAX's persistent compilation cache once, and counts its hits."""
+    """Points JAX's disk cache at the configured directory (or turns it off), and counts its hits.
+
+    It mirrors process-wide JAX settings, so it is not part of the Runtime's reset. A directory
+    the user gave JAX themselves (jax_compilation_cache_dir set before xlanb's first compile)
+    is respected.
+    """
 
     def __init__(self):
-        self._enabled_dir: str | None = None
+        self._applied: tuple | None = None     # (enabled, directory) last given to JAX
+        self._user_dir: str | None = None
+        self._first = True
         self._lock = threading.Lock()
         self._local = threading.local()
-        self._listening = False
 
     def enable(self) -> None:
         cfg = config()
-        if not cfg.persistent_cache or self._enabled_dir == cfg.cache_dir:
+        wanted = (cfg.persistent_cache, cfg.cache_dir)
+        if wanted == self._applied:
             return
         with self._lock:
-            if jax.config.jax_compilation_cache_dir is None:   # respect a directory the user chose
-                os.makedirs(cfg.cache_dir, exist_ok=True)
-                jax.config.update("jax_compilation_cache_dir", cfg.cache_dir)
-            jax.config.update("jax_persistent_cache_min_compile_time_secs", 0)
-            jax.config.update("jax_persistent_cache_min_entry_size_bytes", -1)
-            if not self._listening:
+            if self._first:
+                self._first = False
+                self._user_dir = jax.config.jax_compilation_cache_dir
                 jax.monitoring.register_event_listener(self._on_event)
-                self._listening = True
-            self._enabled_dir = cfg.cache_dir
+            directory = self._user_dir or cfg.cache_dir
+            if cfg.persistent_cache:
+                os.makedirs(directory, exist_ok=True)
+                jax.config.update("jax_compilation_cache_dir", directory)
+                jax.config.update("jax_persistent_cache_min_compile_time_secs", 0)
+                jax.config.update("jax_persistent_cache_min_entry_size_bytes", -1)
+            jax.config.update("jax_enable_compilation_cache", cfg.persistent_cache)
+            compilation_cache.reset_cache()        # JAX reads its cache settings once, at first use
+            self._applied = wanted
+
+    def directory(self) -> str | None:
+        """The directory JAX's disk cache uses now (None when it is off)."""
+        return jax.config.jax_compilation_cache_dir if jax.config.jax_enable_compilation_cache else None
 
     def _on_event(self, event: str, **kwargs) -> None:
         if event == "/jax/compilation_cache/cache_hits":

@@ -1,7 +1,9 @@
-"""run_graph: graph key -> cached executable (lower + compile on a miss) -> launch.
+"""run_graph: CacheKey -> cached executable (lower + compile on a miss) -> launch.
 
 Execution is asynchronous: the returned arrays are futures; `wait()` blocks on every
-launch not yet known to be finished.
+launch not yet known to be finished. Every miss emits CompileStart, then Compile (plain
+data: the key's digest, the IR lines, the recompile explanation, timings, and the HLO
+texts and analyses while someone asked for them); every launch emits Execute.
 """
 
 from __future__ import annotations
@@ -14,14 +16,17 @@ import jax
 import numpy as np
 
 from xlanb import events
+from xlanb.ir.explain import explain
 from xlanb.ir.graph import Graph, graph_lines
 from xlanb.ir.node import Meta
 from xlanb.lower.registry import has_rule
 from xlanb.lower.to_jax import build_function
-from xlanb.runtime.cache import compiled_cache, persistent_cache
-from xlanb.runtime.stages import Compiled
+from xlanb.runtime.cache import persistent_cache
+from xlanb.runtime.stages import Compiled, Lowered
+from xlanb.state import emit, runtime_state
 
-_outstanding: list = []
+_rt = runtime_state()
+_COST_PART = re.compile(r"\d+\{\}$|out\{\}$")     # per-operand entries of XLA's cost analysis
 
 
 def _info(meta) -> events.TensorInfo:
@@ -34,11 +39,11 @@ def _module_name(name: str) -> str:
     return re.sub(r"[^0-9A-Za-z_]", "_", name) or "graph"
 
 
-def lower_graph(graph: Graph):
-    """Graph -> jax Lowered (StableHLO), and the number of float and int scalars."""
+def lower_graph(graph: Graph) -> Lowered:
+    """Graph -> StableHLO through the lowering table."""
     fn, floats, ints = build_function(graph)
     fn.__name__ = fn.__qualname__ = _module_name(graph.name)
-    avals = [jax.ShapeDtypeStruct(n.buf.shape, n.buf.dtype) for n in graph.inputs]
+    avals = [jax.ShapeDtypeStruct(n.buffer.shape, n.buffer.dtype) for n in graph.inputs]
     if floats:
         avals.append(jax.ShapeDtypeStruct((len(floats),), np.float64))
     if ints:
@@ -46,34 +51,42 @@ def lower_graph(graph: Graph):
     with jax.enable_x64(True), warnings.catch_warnings():
         warnings.filterwarnings("ignore", message="Some donated buffers were not usable")
         lowered = jax.jit(fn, donate_argnums=graph.donate).lower(*avals)
-    return lowered, floats, ints
+    return Lowered(graph.name, graph.digest(), lowered, len(floats), len(ints))
 
 
-def compile_graph(graph: Graph, *, eager: bool, cause: str = "", frames=(), explain=None) -> Compiled:
-    """Lowers `graph` through the table to StableHLO and compiles it."""
+def compile_graph(graph: Graph, *, eager: bool, cause: str = "", frames=()) -> Compiled:
+    """Lowers `graph` through the table to StableHLO and compiles it; emits its Compile event."""
+    emit(events.CompileStart(name=graph.name, eager=eager, nodes=graph.compute_nodes))
     persistent_cache.enable()
     start = time.perf_counter_ns()
-    lowered, floats, ints = lower_graph(graph)
+    lowered = lower_graph(graph)
     lowered_at = time.perf_counter_ns()
-    with jax.enable_x64(True):
-        hits = persistent_cache.hits()
-        executable = lowered.compile()
+    hits = persistent_cache.hits()
+    compiled = lowered.compile()
     done = time.perf_counter_ns()
-    compiled = Compiled(executable, lowered, len(floats), len(ints), graph.name, graph.digest())
-    fallback_ops = tuple(sorted({n.name for n in graph.order if n.buf is None and _is_fallback(n)}))
-    events.emit(events.Compile(
+    texts = _texts(lowered, compiled) if _rt.want_texts or _rt.config.debug >= 4 else {}
+    emit(events.Compile(
         name=graph.name, key=compiled.digest, eager=eager, nodes=graph.compute_nodes,
         inputs=tuple(_info(n.meta) for n in graph.inputs),
         outputs=tuple(_info(n.meta) for n in graph.roots),
         scalars=len(graph.scalars), lower_ns=lowered_at - start, compile_ns=done - lowered_at,
         persistent_hit=persistent_cache.hits() > hits, cause=cause, frames=tuple(frames),
-        fallback_ops=fallback_ops, recompile=explain(graph) if explain else None, stages=compiled,
-        ir=graph_lines(graph)))
+        fallback_ops=tuple(sorted({n.name for n in graph.order if n.buffer is None and not has_rule(n.name)})),
+        recompile=explain(graph, frames), ir=graph_lines(graph), **texts))
     return compiled
 
 
-def _is_fallback(node) -> bool:
-    return not has_rule(node.name)
+def _texts(lowered: Lowered, compiled: Compiled) -> dict:
+    """What a report shows of the stages, copied out as plain data."""
+    cost = compiled.cost_analysis() or {}
+    memory = compiled.memory_analysis() or {}
+    return {
+        "stablehlo": lowered.as_text(),
+        "optimized": compiled.as_text(),
+        "cost": tuple((k, float(v)) for k, v in cost.items()
+                      if isinstance(v, (int, float)) and not _COST_PART.search(k)),
+        "memory": tuple((k, int(v)) for k, v in memory.items()),
+    }
 
 
 def scalar_vectors(graph: Graph) -> list:
@@ -91,29 +104,29 @@ def scalar_vectors(graph: Graph) -> list:
     return vectors
 
 
-def run_graph(graph: Graph, *, eager: bool, cause: str = "", frames=(), explain=None) -> tuple:
+def run_graph(graph: Graph, *, eager: bool, cause: str = "", frames=()) -> tuple:
     """Runs `graph` and returns one device array per root (launched, maybe not finished)."""
-    compiled = compiled_cache.get(graph.key)
+    cache = _rt.cache
+    compiled = cache.get(graph.key)
     cached = compiled is not None
     if compiled is None:
-        compiled = compile_graph(graph, eager=eager, cause=cause, frames=frames, explain=explain)
-        compiled_cache.put(graph.key, compiled)
-    args = [n.buf for n in graph.inputs]
+        compiled = compile_graph(graph, eager=eager, cause=cause, frames=frames)
+        cache.put(graph.key, compiled)
+    args = [n.buffer for n in graph.inputs]
     args.extend(scalar_vectors(graph))
     start = time.perf_counter_ns()
-    with jax.enable_x64(True):
-        outs = compiled.executable(*args)
-    events.emit(events.Execute(name=graph.name, key=compiled.digest,
-                               eager=eager, ns=time.perf_counter_ns() - start, cached=cached,
-                               donated=len(graph.donate)))
+    outs = compiled(*args)
+    emit(events.Execute(name=graph.name, key=compiled.digest, eager=eager, ns=time.perf_counter_ns() - start,
+                        cached=cached, donated=len(graph.donate)))
     _track(outs)
     return outs
 
 
 def _track(outs) -> None:
-    if len(_outstanding) > 64:
-        _outstanding[:] = [a for a in _outstanding if not _is_ready(a)]
-    _outstanding.extend(outs)
+    outstanding = _rt.outstanding
+    if len(outstanding) > 64:
+        outstanding[:] = [a for a in outstanding if not _is_ready(a)]
+    outstanding.extend(outs)
 
 
 def _is_ready(a) -> bool:
@@ -125,7 +138,7 @@ def _is_ready(a) -> bool:
 
 def wait() -> None:
     """Blocks until every launched execution has finished."""
-    pending = [a for a in _outstanding if not a.is_deleted()]
-    _outstanding.clear()
+    pending = [a for a in _rt.outstanding if not a.is_deleted()]
+    _rt.outstanding.clear()
     if pending:
         jax.block_until_ready(pending)

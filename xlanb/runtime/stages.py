@@ -1,34 +1,54 @@
-"""The compiled form of a graph, with JAX's stage vocabulary for introspection."""
+"""The stages of a graph on its way to the device, in JAX's vocabulary (jax.stages).
+
+`Lowered` is a graph lowered to StableHLO through the lowering table; `Compiled` is its XLA
+executable. `as_text`, `cost_analysis` and `memory_analysis` are for visualisation and
+debugging; they return None where the backend gives nothing. The runtime copies what a
+report needs out of them into plain events: no event holds a stage object.
+"""
 
 from __future__ import annotations
 
+import jax
+
+_MEMORY_FIELDS = ("argument_size_in_bytes", "output_size_in_bytes", "temp_size_in_bytes", "alias_size_in_bytes",
+                  "generated_code_size_in_bytes")
+
+
+class Lowered:
+    """A graph as StableHLO: jax's Lowered of the graph's pure function."""
+
+    __slots__ = ("name", "digest", "jax_lowered", "n_floats", "n_ints")
+
+    def __init__(self, name: str, digest: str, jax_lowered, n_floats: int, n_ints: int):
+        self.name, self.digest, self.jax_lowered = name, digest, jax_lowered
+        self.n_floats, self.n_ints = n_floats, n_ints
+
+    def as_text(self, dialect: str = "stablehlo") -> str:
+        if dialect not in ("stablehlo", "hlo"):
+            raise ValueError(f"dialect must be 'stablehlo' or 'hlo', got {dialect!r}")
+        return self.jax_lowered.as_text() if dialect == "stablehlo" else self.jax_lowered.as_text(dialect="hlo")
+
+    def compile(self) -> "Compiled":
+        with jax.enable_x64(True):
+            executable = self.jax_lowered.compile()
+        return Compiled(self.name, self.digest, executable)
+
 
 class Compiled:
-    """A compiled executable plus what it was lowered from.
+    """An XLA executable: call it with (*input buffers, [float scalars], [int scalars])."""
 
-    `as_text`, `cost_analysis` and `memory_analysis` are for visualisation and
-    debugging, as in jax.stages; they return None where the backend gives nothing.
-    """
+    __slots__ = ("name", "digest", "executable", "__weakref__")
 
-    __slots__ = ("executable", "lowered", "n_floats", "n_ints", "name", "digest", "_texts")
+    def __init__(self, name: str, digest: str, executable):
+        self.name, self.digest, self.executable = name, digest, executable
 
-    def __init__(self, executable, lowered, n_floats: int, n_ints: int, name: str, digest: str):
-        self.executable, self.lowered = executable, lowered
-        self.n_floats, self.n_ints, self.name, self.digest = n_floats, n_ints, name, digest
-        self._texts: dict[str, str] = {}
+    def __call__(self, *args):
+        with jax.enable_x64(True):
+            return self.executable(*args)
 
-    def as_text(self, stage: str = "stablehlo") -> str:
-        if stage not in self._texts:
-            if stage == "stablehlo":
-                text = self.lowered.as_text()
-            elif stage == "hlo":
-                text = self.lowered.as_text(dialect="hlo")
-            elif stage == "optimized":
-                text = self.executable.as_text()
-            else:
-                raise ValueError(f"stage must be 'stablehlo', 'hlo' or 'optimized', got {stage!r}")
-            self._texts[stage] = text
-        return self._texts[stage]
+    def as_text(self) -> str:
+        """The optimized HLO, after XLA's passes."""
+        return self.executable.as_text()
 
     def cost_analysis(self) -> dict | None:
         try:
@@ -46,6 +66,4 @@ class Compiled:
             return None
         if mem is None:
             return None
-        fields = ("argument_size_in_bytes", "output_size_in_bytes", "temp_size_in_bytes",
-                  "alias_size_in_bytes", "generated_code_size_in_bytes")
-        return {f: getattr(mem, f) for f in fields if hasattr(mem, f)}
+        return {f: getattr(mem, f) for f in _MEMORY_FIELDS if hasattr(mem, f)}

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import functools
 import time
 
 import jax
@@ -10,17 +9,10 @@ import numpy as np
 import torch
 
 from xlanb import events
-from xlanb._config import config
 from xlanb.lower.dtypes import numpy_to_torch, torch_to_numpy
+from xlanb.state import emit, runtime_state
 
-
-@functools.cache
-def jax_device(index: int = 0):
-    platform = config().platform or None
-    devices = jax.devices(platform)
-    if index >= len(devices):
-        raise RuntimeError(f"xla:{index} does not exist: jax sees {len(devices)} {devices[0].platform} device(s)")
-    return devices[index]
+_rt = runtime_state()
 
 
 def upload(t: torch.Tensor) -> jax.Array:
@@ -28,14 +20,14 @@ def upload(t: torch.Tensor) -> jax.Array:
     start = time.perf_counter_ns()
     host = torch_to_numpy(t)
     with jax.enable_x64(True):
-        buf = jax.device_put(host, jax_device())
-    events.emit(events.Transfer(direction="to_device", nbytes=host.nbytes, ns=time.perf_counter_ns() - start))
+        buf = jax.device_put(host, _rt.jax_device())
+    emit(events.Transfer(direction="to_device", nbytes=host.nbytes, ns=time.perf_counter_ns() - start))
     return buf
 
 
 def upload_numpy(host: np.ndarray) -> jax.Array:
     with jax.enable_x64(True):
-        return jax.device_put(host, jax_device())
+        return jax.device_put(host, _rt.jax_device())
 
 
 def download(buf: jax.Array) -> torch.Tensor:
@@ -43,5 +35,5 @@ def download(buf: jax.Array) -> torch.Tensor:
     start = time.perf_counter_ns()
     host = np.asarray(buf)
     t = numpy_to_torch(host)
-    events.emit(events.Transfer(direction="from_device", nbytes=host.nbytes, ns=time.perf_counter_ns() - start))
+    emit(events.Transfer(direction="from_device", nbytes=host.nbytes, ns=time.perf_counter_ns() - start))
     return t

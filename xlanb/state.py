@@ -1,0 +1,168 @@
+"""The Runtime: every piece of xlanb's process state, in one object.
+
+Modules hold no state of their own; they read and write the one Runtime that
+`runtime_state()` returns. `reset()` restores it in place to a fresh runtime (nothing
+pending, caches empty, counters zeroed, lazy mode), so references taken earlier stay
+valid. Listeners subscribed to the event log survive a reset: they belong to whoever
+subscribed them (the metrics counter, the debug printer, a loaded notebook extension).
+
+Not state, and so not reset: interned tensor metadata (`ir.node.intern_meta`), each op's
+memoised plan and meta-kernel results, and the lowering table. They are pure functions of
+their keys, as a compiled regex is.
+"""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import threading
+import weakref
+
+import jax
+
+from xlanb._config import Config, config
+from xlanb.events import EventLog
+
+
+class CompiledCache:
+    """The in-memory LRU {CacheKey -> Compiled}; its size is read from the config at each put.
+
+    It remembers the keys it evicted (as many as it can hold), so a recompile of one of them is
+    explained as an eviction and nothing else is.
+    """
+
+    def __init__(self):
+        self._entries: collections.OrderedDict = collections.OrderedDict()
+        self._evicted: collections.OrderedDict = collections.OrderedDict()
+
+    def get(self, key):
+        entry = self._entries.get(key)
+        if entry is not None:
+            self._entries.move_to_end(key)
+        return entry
+
+    def put(self, key, compiled) -> None:
+        limit = config().cache_size
+        self._entries[key] = compiled
+        self._entries.move_to_end(key)
+        self._evicted.pop(key, None)
+        while len(self._entries) > limit:
+            old, _ = self._entries.popitem(last=False)
+            self._evicted[old] = None
+        while len(self._evicted) > limit:
+            self._evicted.popitem(last=False)
+
+    def was_evicted(self, key) -> bool:
+        return key in self._evicted
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def clear(self) -> None:
+        self._entries.clear()
+        self._evicted.clear()
+
+
+class Runtime:
+    """All of xlanb's process state. Fields are grouped by the layer that owns them."""
+
+    def __init__(self):
+        self.log = EventLog()                  # every event (xlanb.events); listeners survive reset()
+        self.device = None                     # the torch device (xla:0), set once by the install step
+        self.lock = threading.Lock()           # guards the metrics below (listeners may run on any thread)
+        self._jax_devices: dict = {}           # platform -> jax devices (jax.devices is slow to call)
+        # "f.py:3" -> how a reader names that line ("In [6] line 3"); the notebook extension sets it
+        self.location_namer = None
+        self._fresh()
+
+    def _fresh(self) -> None:
+        # capture: modes
+        self.eager = False                     # every op is synced at once (xlanb.eager_mode)
+        self.graph_name = "sync"               # name given to the next lazily synced graph
+        self.allow_execution = True            # False inside xlanb.compile(full_graph=True)
+        self.track_locations = False           # record the user's source line on every node
+        self.compile_scope = None              # the active xlanb.compile scope (capture.modes.CompileScope)
+        self.observer = None                   # called with each new pending node (graph limits)
+        self.detectors: dict = {}              # graph name -> Detector of `with xlanb.compile(name=...)`
+        # capture: pending work
+        # weakrefs to holders (LazyTensor or Storage) whose value may be pending, in
+        # first-pending order; deduplicated and cleared at each full sync
+        self.pending: list[weakref.ref] = []
+        self.prune_at = 4096
+        # computed nodes overwritten by in-place writes: their buffers may be donated
+        self.overwritten: weakref.WeakSet = weakref.WeakSet()
+        # errors raised inside the autograd engine, re-raised at the next sync
+        self.deferred: list[BaseException] = []
+        self.rng = None                        # the Storage of the device RNG key (capture.rng)
+        # runtime: compiled graphs and launches
+        self.cache = CompiledCache()
+        self.history: dict[str, collections.deque] = {}    # graph name -> recent CacheKeys (explainer)
+        self.outstanding: list = []            # launched output arrays not yet known to be finished
+        self.want_texts = 0                    # > 0: Compile events carry HLO texts and analyses
+        # metrics (xlanb.metrics): torch_xla's counters and timed metrics
+        self.counters: dict[str, int] = {}
+        self.metrics: dict[str, list] = {}     # name -> [count, total, samples[(wall_s, value)]]
+        self.fallback_counters: set[str] = set()
+
+    # --- the public surface ------------------------------------------------------------
+    @property
+    def config(self) -> Config:
+        """The configuration in force now (`xlanb._config.override` changes it for a scope)."""
+        return config()
+
+    def reset(self) -> None:
+        """Back to a fresh runtime: nothing pending, caches and event log empty, counters at zero,
+        lazy mode. Tensors made before keep their computed values; pending ones are dropped."""
+        self.log.clear()
+        self._fresh()
+
+    def jax_device(self):
+        """The PJRT device xla:0 runs on, for the configured platform (read at each call)."""
+        platform = config().platform or None
+        devices = self._jax_devices.get(platform)
+        if devices is None:
+            devices = self._jax_devices[platform] = jax.devices(platform)
+        return devices[0]
+
+    def status(self) -> dict:
+        """What a status bar shows: {"mode", "cache_size"} (`pending_nodes` comes from capture)."""
+        return {"mode": "eager" if self.eager else "lazy", "cache_size": len(self.cache)}
+
+    # --- the hook API (docs/architecture.md) -------------------------------------------
+    def subscribe(self, listener) -> None:
+        """`listener(event)` is called for every event, on the thread that emitted it."""
+        self.log.subscribe(listener)
+
+    def unsubscribe(self, listener) -> None:
+        self.log.unsubscribe(listener)
+
+    @contextlib.contextmanager
+    def recording_texts(self):
+        """While active, Compile events carry StableHLO, optimized HLO, cost and memory analyses
+        (the notebook report asks for them; XLANB_DEBUG >= 4 does too)."""
+        self.want_texts += 1
+        try:
+            yield
+        finally:
+            self.want_texts -= 1
+
+    @contextlib.contextmanager
+    def recording_locations(self):
+        """While active, every recorded op remembers the user's source line (slower)."""
+        previous = self.track_locations
+        self.track_locations = True
+        try:
+            yield
+        finally:
+            self.track_locations = previous
+
+
+_runtime = Runtime()
+
+
+def runtime_state() -> Runtime:
+    """The one Runtime of this process."""
+    return _runtime
+
+
+emit = _runtime.log.emit     # the log object lives as long as the process: safe to bind

@@ -2,6 +2,7 @@
 # make lab:  the same set-up, then start JupyterLab on notebooks/.
 # The extension (labextension/, TypeScript) is built with npm and jupyter-builder only when
 # xlanb/labextension/ is missing or older than its sources; node >= 20.19 is needed for that.
+# The same sources, bundled by esbuild, are the report widget's front end (xlanb/notebook/static/).
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
@@ -12,8 +13,9 @@ EXT_SRC := $(wildcard labextension/src/*.ts labextension/style/*) labextension/p
 EXT_NODE := labextension/node_modules/.package-lock.json
 EXT_BUILT := xlanb/labextension/package.json
 EXT_DIR := $(VENV)/share/jupyter/labextensions/xlanb-lab
+WIDGET_BUILT := xlanb/notebook/static/widget.js
 
-.PHONY: setup labextension test test-ops-full lab docs bench clean
+.PHONY: setup labextension widget test test-ops-full lab docs bench clean
 
 $(STAMP): pyproject.toml requirements-dev.txt
 	$(PYTHON) -m venv $(VENV)
@@ -28,9 +30,15 @@ $(STAMP): pyproject.toml requirements-dev.txt
 $(EXT_NODE): labextension/package.json labextension/package-lock.json
 	cd labextension && npm ci --no-audit --no-fund
 
-# jupyter-builder (the npm scripts call it) comes with jupyterlab in the venv
+# jupyter-builder (the npm scripts call it) comes with jupyterlab in the venv; build:prod also
+# bundles the widget
 $(EXT_BUILT): $(EXT_NODE) $(EXT_SRC) | $(STAMP)
 	cd labextension && PATH="$(abspath $(VENV))/bin:$$PATH" npm run build:prod
+
+# the widget's ES module (and widget.css with it) alone, esbuild, about a second: when it is missing
+# or older than the sources; after the extension build, which cleans it
+$(WIDGET_BUILT): $(EXT_NODE) $(EXT_SRC) labextension/scripts/build-widget.js | $(EXT_BUILT)
+	cd labextension && npm run build:widget
 
 # installed as a copy, like the wheel's share/jupyter/labextensions/xlanb-lab
 $(EXT_DIR)/package.json: $(EXT_BUILT) $(STAMP)
@@ -40,7 +48,9 @@ $(EXT_DIR)/package.json: $(EXT_BUILT) $(STAMP)
 
 labextension: $(EXT_DIR)/package.json
 
-setup: $(STAMP) labextension
+widget: $(WIDGET_BUILT)
+
+setup: $(STAMP) labextension widget
 
 test: setup
 	$(PY) -m pytest -q
@@ -60,4 +70,5 @@ bench: setup
 	$(PY) bench/run.py
 
 clean:
-	rm -rf $(VENV) build dist *.egg-info labextension/node_modules labextension/lib xlanb/labextension
+	rm -rf $(VENV) build dist *.egg-info labextension/node_modules labextension/lib xlanb/labextension \
+		xlanb/notebook/static

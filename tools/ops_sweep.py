@@ -1,4 +1,3 @@
-import xlanb
 """The OpInfo sweep: every op of torch's op_db on `xla`, compared with torch CPU.
 
     python tools/ops_sweep.py                 # full sweep; writes docs/ops.md and test-output/ops_sweep.json
@@ -46,8 +45,8 @@ def worker() -> None:
     from torch.testing._internal.common_methods_invocations import op_db
     import jax
     import harness
-    from xlanb import events
-        ops = {harness.full_name(o): o for o in op_db}
+    import xlanb
+    ops = {harness.full_name(o): o for o in op_db}
     watch = harness.Watch()
     proto.write(json.dumps({"ready": True}) + "\n")
     for line in sys.stdin:
@@ -55,8 +54,7 @@ def worker() -> None:
         harness.run_op(ops[name], dtype, direction, int(limit) or None, watch,
                        on_result=lambda r: proto.write(json.dumps(r.as_dict()) + "\n"))
         # thousands of graphs: keep the worker's memory flat (the disk cache keeps compiles cheap)
-        xlanb.runtime_state().log.clear()
-        xlanb.runtime_state().cache.clear()
+        xlanb.reset()
         jax.clear_caches()
         proto.write(json.dumps({"done": True}) + "\n")
 

@@ -1,6 +1,6 @@
 /**
  * Small DOM helpers shared by the report renderer and the sidebar: element builder, number
- * formats (the same as xlanb/report/text.py), highlighted code boxes, tabs, and SVG boxes.
+ * formats (the same as xlanb/report/format.py), highlighted code boxes, tabs, and SVG boxes.
  */
 
 import { highlight } from './highlight';
@@ -56,7 +56,7 @@ export function plural(n: number, word: string): string {
   if (n === 1) {
     return `1 ${word}`;
   }
-  return /(s|sh|ch)$/.test(word) ? `${n} ${word}es` : `${n} ${word}s`;
+  return /(s|sh|ch|x)$/.test(word) ? `${n} ${word}es` : `${n} ${word}s`;
 }
 
 export function tensorsText(list: ITensor[] | undefined): string {

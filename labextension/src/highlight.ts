@@ -1,7 +1,8 @@
 /**
  * Syntax highlighting for StableHLO / HLO / IR text: one regex, tokens -> <span class="h-KIND">.
- * PATTERN and CLASSES are copies of xlanb/report/hlo.py (the widget and the HTML fallback use the
- * same ones); tests/labextension/test_labextension_matches_python.py keeps them identical.
+ * JupyterLab and the report widget (its bundle is built from this file) highlight with it; the
+ * HTML fallback has a Python copy of PATTERN and CLASSES (xlanb/report/hlo.py), which
+ * tests/labextension/test_labextension_package.py keeps identical.
  */
 
 // prettier-ignore

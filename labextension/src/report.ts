@@ -1,8 +1,9 @@
 /**
- * The cell report as DOM: the same facts as the widget and the HTML fallback
- * (xlanb/notebook/assets.py, xlanb/report/html.py): the summary line, notes (recompiles,
- * forced executions, CPU fallbacks, errors, pending IR), a table of graphs, and one collapsible
- * section per graph with its IR, DAG, StableHLO, optimized HLO and cost analysis.
+ * The cell report as DOM: the summary line, notes (recompiles, forced executions, CPU
+ * fallbacks, errors, pending IR), a table of graphs, and one collapsible section per graph with
+ * its IR, DAG, StableHLO, optimized HLO and cost analysis; the same facts as the HTML fallback
+ * (xlanb/report/html.py). Pure DOM, no JupyterLab module: the MIME renderer (mime.ts) and the
+ * report widget (widget.ts, bundled into the Python package) both draw the report with it.
  */
 
 import { codeBox, formatBytes, formatMs, h, kvTable, plural, svgBox, table, tabs, tensorsText } from './dom';

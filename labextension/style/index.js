@@ -1,1 +1,2 @@
+import './report.css';
 import './base.css';

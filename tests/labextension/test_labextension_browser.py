@@ -91,16 +91,15 @@ def saved_notebook() -> dict:
     import torch
 
     import xlanb
-    from xlanb import events
     from xlanb.report import MIME_TYPE, CellContext, build_report
 
     w = torch.ones(4, 4, device="xla")
     xlanb.sync()
-    mark = events.log.mark()
-    with xlanb.compile(name="saved_step"):
+    mark = xlanb.runtime_state().log.mark()
+    with xlanb.hooks.recording_texts(), xlanb.compile(name="saved_step"):
         y = (w @ w).sum()
     y.item()
-    report = build_report(events.log.since(mark), CellContext(execution_count=1, mode="compiled")).to_json()
+    report = build_report(xlanb.runtime_state().log.since(mark), CellContext(execution_count=1, mode="compiled")).to_json()
     nb = notebook(["%%xla_compile --name saved_step\ny = (w @ w).sum()"])
     nb["cells"][0]["outputs"] = [{"output_type": "display_data", "metadata": {},
                                   "data": {MIME_TYPE: report, "text/plain": report["text"]}}]
@@ -122,7 +121,7 @@ def test_report_sidebar_and_status_bar_render_through_the_extension(browser, tmp
         expect(reports).to_have_count(4, timeout=90_000)
         expect(status).to_have_text("XLA: lazy \u00b7 1 op pending", timeout=30_000)
         assert page.locator(".jp-OutputArea-output .xlanb-report").count() == 0      # not the html fallback
-        assert page.locator(".jp-OutputArea-output .xlanb-w").count() == 0          # not the widget
+        assert page.locator(".jp-OutputArea-output .xlanb-widget").count() == 0     # not the widget's view
         seen = page.evaluate("() => window.__xlanbStatus")
         assert "XLA: compiling step" in seen, seen
         assert "XLA: eager \u00b7 0 ops pending" in seen, seen

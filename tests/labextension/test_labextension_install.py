@@ -35,3 +35,5 @@ def test_pip_wheel_contains_the_prebuilt_extension(tmp_path):
     assert any(prefix + "static/" in n for n in names)
     assert any(n.endswith(prefix + "install.json") for n in names)
     assert "xlanb/__init__.py" in names
+    assert {"xlanb/notebook/static/widget.js", "xlanb/notebook/static/widget.css"} <= set(names)   # the widget's
+    assert not any(n.startswith("xlanb/labextension/") for n in names)

@@ -1,10 +1,10 @@
-import xlanb
 """An in-process IPython shell with the extension loaded, and a helper that runs one cell."""
 
 import dataclasses
 
 import pytest
 
+import xlanb
 from xlanb._config import set_config
 from xlanb.state import runtime_state
 from xlanb.report import MIME_TYPE

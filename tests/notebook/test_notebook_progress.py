@@ -1,7 +1,6 @@
 """The progress line shown while a long compile runs (a watcher thread; short compiles show nothing)."""
 
 import time
-import types
 
 from xlanb import events
 from xlanb.notebook.progress import CompileProgress
@@ -23,11 +22,15 @@ def finished(name):
     return events.Execute(name=name, key="k", eager=False, ns=1, cached=False)
 
 
+def starting(name, nodes, eager=False):
+    return events.CompileStart(name=name, eager=eager, nodes=nodes)
+
+
 def test_a_long_compile_shows_a_line_and_finishes_it():
     display = FakeDisplay()
     progress = CompileProgress(display, after=0.05, every=0.05)
     progress.start()
-    progress.graph_starting(types.SimpleNamespace(name="step", compute_nodes=12), eager=False)
+    progress.on_event(starting("step", 12))
     time.sleep(0.4)
     progress.on_event(finished("step"))
     time.sleep(0.25)
@@ -40,9 +43,9 @@ def test_short_and_eager_compiles_show_nothing():
     display = FakeDisplay()
     progress = CompileProgress(display, after=5.0)
     progress.start()
-    progress.graph_starting(types.SimpleNamespace(name="quick", compute_nodes=1), eager=False)
+    progress.on_event(starting("quick", 1))
     progress.on_event(finished("quick"))
-    progress.graph_starting(types.SimpleNamespace(name="aten.add", compute_nodes=1), eager=True)
+    progress.on_event(starting("aten.add", 1, eager=True))
     time.sleep(0.15)
     progress.stop()
     assert display.shown == []

@@ -1,4 +1,3 @@
-import xlanb
 """`import xlanb` (and the report module) work in a process where IPython cannot be imported."""
 
 import subprocess
@@ -12,7 +11,7 @@ def test_import_and_report_without_ipython():
         for name in ("IPython", "ipywidgets", "anywidget", "ipykernel"):
             sys.modules[name] = None          # `import IPython` now raises ImportError
         import torch, xlanb
-        from xlanb.report import build_report, render_html, render_text, snapshot_pending
+        from xlanb.report import build_report, pending_section, render_html, render_text
         mark = xlanb.runtime_state().log.mark()
         y = (torch.ones(3, device="xla") * 2).sum()
         print(y.item())

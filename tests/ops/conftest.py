@@ -1,4 +1,3 @@
-import xlanb
 """The OpInfo suite: a fast subset by default, every op with --ops-full (or OPS_FULL=1)."""
 
 import os
@@ -29,10 +28,11 @@ def pytest_generate_tests(metafunc):
 
 import pytest  # noqa: E402
 
+import xlanb  # noqa: E402
+
 
 @pytest.fixture(autouse=True)
 def _flat_memory():
-    """Compile events hold their HLO: the full sweep would keep thousands of them."""
+    """The full sweep emits hundreds of thousands of events: keep the log empty between samples."""
     yield
-    from xlanb import events
     xlanb.runtime_state().log.clear()

@@ -86,17 +86,18 @@ for (const [i, r] of reports.entries()) {{
 }}
 window.rendered = true;
 </script>"""
-    return PAGE.format(title="xlanb widget", head=f"<style>{CSS}</style>", body=script)
+    return PAGE.format(title="xlanb widget", head=f"<style>{CSS.read_text()}</style>", body=script)
 
 
 def shoot(outdir: pathlib.Path) -> list[pathlib.Path]:
     from playwright.sync_api import sync_playwright
 
-    from xlanb.notebook.assets import ESM
+    from xlanb.notebook.assets import widget_files
 
+    esm, _ = widget_files()
     bundles = notebook_reports()
     pages = {"report_html.html": html_page(bundles), "report_html_nostyle.html": html_page(bundles, True),
-             "report_widget.html": widget_page(bundles), "widget.js": ESM}
+             "report_widget.html": widget_page(bundles), "widget.js": esm.read_text()}
     outdir.mkdir(parents=True, exist_ok=True)
     for name, text in pages.items():
         (outdir / name).write_text(text)
@@ -121,12 +122,12 @@ def shoot(outdir: pathlib.Path) -> list[pathlib.Path]:
             page.screenshot(path=str(shots[-1]))
         page.goto("http://xlanb.test/report_widget.html")
         page.wait_for_function("window.rendered === true")
-        page.evaluate("() => document.querySelectorAll('details.xlanb-w').forEach(d => d.open = true)")
+        page.evaluate("() => document.querySelectorAll('.xlanb-widget details').forEach(d => d.open = true)")
         shots.append(outdir / "report_widget.png")
         page.screenshot(path=str(shots[-1]), full_page=True)
-        card = page.locator(".xw-card").nth(1)           # the recompiled train_step
+        card = page.locator(".xlanb-widget details.xl-graph").nth(1)           # the recompiled train_step
         for tab in ("DAG", "StableHLO", "Optimized HLO", "Cost", "IR"):
-            card.locator("button.xw-tab", has_text=tab).first.click()
+            card.locator("button.xl-tab", has_text=tab).first.click()
             shots.append(outdir / f"report_widget_{tab.lower().replace(' ', '_')}.png")
             card.screenshot(path=str(shots[-1]))
         browser.close()

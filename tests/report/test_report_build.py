@@ -7,7 +7,8 @@ import torch
 
 import xlanb
 from xlanb import events
-from xlanb.report import SCHEMA, CellContext, Cells, build_report, render_text, snapshot_pending
+from xlanb import hooks
+from xlanb.report import SCHEMA, CellContext, Cells, build_report, pending_section, render_text
 
 CELL = "<ipython-input-7-0123abcd>"        # a filename as IPython gives a cell
 
@@ -115,15 +116,18 @@ def test_cpu_fallback_is_listed_once_with_its_graph():
 def test_pending_ir_names_the_tensors_holding_it():
     ns = {"torch": torch}
     run_as_cell("x = torch.ones(2, 2, device='xla')\np = x + 1\nq = p.t()\n_hidden = p * 3", ns)
-    pending = snapshot_pending(ns, cells=Cells({CELL: 7}, 7))
+    snapshot = hooks.snapshot_pending(ns)
+    assert snapshot in xlanb.runtime_state().log.all()        # an event: the report reads it from the log
+    pending = pending_section(snapshot, cells=Cells({CELL: 7}, 7))
     names = {t.name: t.type for t in pending.tensors}
     assert names == {"x": "f32[2,2]", "p": "f32[2,2]", "q": "f32[2,2]"}     # _names are IPython's
     assert pending.unnamed == 1
     assert "# x" in pending.ir.text and "aten::add.Tensor" in pending.ir.text
-    r = build_report([], cell_context(), pending)
+    r = build_report([snapshot], cell_context())
     assert not r.empty and "pending IR left behind" in render_text(r)
+    assert r.pending == pending
     xlanb.sync()
-    assert snapshot_pending(ns) is None
+    assert hooks.snapshot_pending(ns) is None
 
 
 def test_nothing_ran_is_an_empty_report():

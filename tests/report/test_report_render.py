@@ -1,6 +1,8 @@
 """Rendering a report: text, HTML, JSON and its schema, the HLO highlighter, the DAG, cell lines."""
 
+import codecs
 import json
+import pathlib
 import re
 
 import jsonschema
@@ -10,6 +12,8 @@ from helpers import step_report
 from xlanb.ir.graph import IrLine
 from xlanb.report import (REPORT_SCHEMA_VERSION, SCHEMA, Cells, draw_dag, highlight, render_html, render_text,
                           rewrite_locations)
+from xlanb.report import format as format_module
+from xlanb.report.format import format_bytes, format_ms, plural, tensors_text
 from xlanb.report.hlo import PATTERN
 from xlanb.report.where import display_source
 
@@ -66,10 +70,30 @@ def test_hlo_highlighter_marks_metadata_and_hlo_types():
     assert '<span class="h-op">add</span>' in out
 
 
-def test_the_widget_uses_the_same_highlighting_pattern():
-    from xlanb.notebook.assets import ESM
-    assert json.dumps(PATTERN) in ESM
+def test_the_widget_highlights_with_the_same_pattern():
+    from xlanb.notebook.assets import widget_files
+    esm = widget_files()[0].read_text()
+    # the string literal that esbuild wrote for highlight.ts's PATTERN, in either quote style
+    literal = re.search(r"""(["'])(\(\?<c>(?:\\.|(?!\1).)*)\1""", esm)
+    assert literal and codecs.decode(literal.group(2), "unicode_escape") == PATTERN
     assert "(?<c>" in PATTERN             # JavaScript's named-group syntax; Python's is derived from it
+
+
+def test_text_and_html_format_with_the_shared_helpers(report):
+    assert [format_ms(v) for v in (0.123, 12.34, 1234.5)] == ["0.12 ms", "12.3 ms", "1.23 s"]
+    assert [format_bytes(n) for n in (0, 512, 1536, 3 * 2**20, 5 * 2**30, 2**41)] == \
+        ["0 B", "512 B", "1.5 KiB", "3.0 MiB", "5.0 GiB", "2048.0 GiB"]
+    assert [plural(n, w) for n, w in ((1, "graph"), (2, "graph"), (0, "miss"), (3, "box"))] == \
+        ["1 graph", "2 graphs", "0 misses", "3 boxes"]
+    g = report.graphs[0]
+    assert f"lower {format_ms(g.lower_ms)}, compile {format_ms(g.compile_ms)}" in render_text(report)
+    assert f"<td class=num>{format_ms(g.execute_ms)}</td>" in render_html(report)
+    assert tensors_text(g.inputs) in render_text(report) and tensors_text(g.inputs) in render_html(report)
+    # no other report module keeps its own copy
+    copies = re.compile(r"^def _?(plural|format_ms|format_bytes|tensors_text)\(", re.M)
+    for path in pathlib.Path(format_module.__file__).parent.glob("*.py"):
+        if path.name != "format.py":
+            assert not copies.search(path.read_text()), path
 
 
 def test_cell_lines_name_cells_and_earlier_cells():

@@ -9,17 +9,22 @@ _widget_class = []
 
 
 def widget_class():
-    """The anywidget class (built on first use, so importing this module needs no anywidget)."""
+    """The anywidget class (built on first use, so importing this module needs no anywidget).
+
+    FileNotFoundError, saying how to build it, when the widget's front end is not built."""
     if not _widget_class:
         import anywidget
         import traitlets
 
-        from xlanb.notebook.assets import CSS, ESM
+        from xlanb.notebook.assets import widget_files
+
+        esm, css = widget_files()
 
         class ReportWidget(anywidget.AnyWidget):
-            """The interactive cell report: renders the report JSON (tabs, highlighted HLO, DAG)."""
-            _esm = ESM
-            _css = CSS
+            """The interactive cell report: the JupyterLab extension's renderer (labextension/src),
+            bundled, draws the report JSON (tabs, highlighted HLO, DAG)."""
+            _esm = esm
+            _css = css
             report = traitlets.Dict().tag(sync=True)
 
         _widget_class.append(ReportWidget)

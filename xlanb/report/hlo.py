@@ -1,7 +1,8 @@
 """Syntax highlighting for StableHLO / HLO / IR text: one regex, tokens -> `<span class>`.
 
-Pygments has no HLO lexer. The widget's JavaScript uses the same pattern and classes
-(notebook/assets.py), so both views color the same tokens.
+Pygments has no HLO lexer. This one serves the HTML fallback (html.py); the widget and
+JupyterLab highlight with labextension/src/highlight.ts, which holds the same PATTERN and
+CLASSES (tests keep them identical), so every view colors the same tokens.
 """
 
 from __future__ import annotations
@@ -9,7 +10,7 @@ from __future__ import annotations
 import html
 import re
 
-# one alternative per token class; the JS copy in notebook/assets.py must stay identical
+# one alternative per token class; the TypeScript copy in labextension/src/highlight.ts must stay identical
 PATTERN = (
     r"(?<c>//[^\n]*|/\*[^*]*\*/)"
     r"|(?<m>\b(?:metadata|backend_config|frontend_attributes)=\{[^\n]*?\}(?=,\s|\n|$)|\bloc\([^\n)]*\))"

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import html
 
+from xlanb.report.format import format_bytes, format_ms, plural, tensors_text
 from xlanb.report.hlo import highlight
-from xlanb.report.text import (eager_line, fallback_line, forced_line, format_bytes, format_ms, pending_line,
-                               summary_line, tensors_text)
+from xlanb.report.text import eager_line, fallback_line, forced_line, pending_line, summary_line
 
 CSS = """
 .xlanb-report{font-family:var(--jp-ui-font-family,system-ui,sans-serif);font-size:13px;
@@ -118,7 +118,7 @@ def _graph_details(g, r) -> str:
     parts = [f"<p>cause: {_e(g.cause)}" + (f" at <b>{_e(g.where.text)}</b>" if g.where else "")
              + (f" <code>{_e(g.where.source)}</code>" if g.where and g.where.source else "") + "<br>"
              f"inputs: <code>{_e(tensors_text(g.inputs))}</code>"
-             + (f" + {g.scalars} scalar{'s' if g.scalars != 1 else ''}" if g.scalars else "")
+             + (f" + {plural(g.scalars, 'scalar')}" if g.scalars else "")
              + f"<br>outputs: <code>{_e(tensors_text(g.outputs))}</code></p>"]
     if g.recompile is not None:
         parts.append(f"<p><b>why it recompiled:</b> {_e(g.recompile.text)} "
@@ -126,15 +126,15 @@ def _graph_details(g, r) -> str:
     if g.fallback_ops:
         parts.append(f"<p><b>CPU fallback ops:</b> {_e(', '.join(g.fallback_ops))}</p>")
     cut = f", first {len(g.ir.lines)} shown" if g.ir.truncated else ""
-    parts.append(_details(f"IR ({g.ir.nodes} nodes{cut})", _code(g.ir.text), open_=r.style == "full"))
+    parts.append(_details(f"IR ({plural(g.ir.nodes, 'node')}{cut})", _code(g.ir.text), open_=r.style == "full"))
     if g.dag is not None:
         note = {"none": "", "groups": ", chains and single-use inputs grouped",
                 "layers": ", collapsed to one box per layer"}[g.dag.collapsed]
-        parts.append(_details(f"DAG ({g.dag.drawn} boxes{note})", f'<div class="x-scroll">{g.dag.svg}</div>'))
+        parts.append(_details(f"DAG ({plural(g.dag.drawn, 'box')}{note})", f'<div class="x-scroll">{g.dag.svg}</div>'))
     for title, stage in (("StableHLO", g.stablehlo), ("Optimized HLO", g.optimized)):
         if stage is not None:
             cut = ", truncated" if stage.truncated else ""
-            parts.append(_details(f"{title} ({stage.lines} lines{cut})", _code(stage.text)))
+            parts.append(_details(f"{title} ({plural(stage.lines, 'line')}{cut})", _code(stage.text)))
     if g.cost or g.memory:
         tables = ""
         if g.cost:
@@ -142,7 +142,7 @@ def _graph_details(g, r) -> str:
         if g.memory:
             tables += "<b>memory analysis</b>" + _kv_table(g.memory, lambda k, v: format_bytes(int(v)))
         parts.append(_details("Cost and memory", tables))
-    summary = (f"graph <b>{_e(g.name)}</b> <code>[{_e(g.key[:8])}]</code> {g.nodes} ops, "
+    summary = (f"graph <b>{_e(g.name)}</b> <code>[{_e(g.key[:8])}]</code> {plural(g.nodes, 'op')}, "
                f"compile {format_ms(g.lower_ms + g.compile_ms)}")
     return _details(summary, "".join(parts), cls="x-graph")
 
@@ -170,7 +170,7 @@ def render_html(r) -> str:
         inner = _code(p.ir.text)
         if p.dag is not None:
             inner += _details("DAG", f'<div class="x-scroll">{p.dag.svg}</div>')
-        body.append(_details(f"pending IR ({p.nodes} nodes)", inner))
+        body.append(_details(f"pending IR ({plural(p.nodes, 'node')})", inner))
     if r.timeline.spans:
         more = f" ({r.timeline.omitted} short spans not drawn)" if r.timeline.omitted else ""
         body.append(_details(f"timeline{more}", r.timeline.svg))

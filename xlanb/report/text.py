@@ -2,35 +2,9 @@
 
 from __future__ import annotations
 
+from xlanb.report.format import at_where, format_bytes, format_ms, plural, tensors_text
+
 TEXT_IR_LINES = 40      # IR lines per graph in the text form ("full" shows all it has)
-
-
-def _plural(n: int, word: str) -> str:
-    if n == 1:
-        return f"1 {word}"
-    return f"{n} {word}es" if word.endswith(("s", "sh", "ch")) else f"{n} {word}s"
-
-
-def format_bytes(n: int) -> str:
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if n < 1024 or unit == "GiB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024
-    return f"{n} B"
-
-
-def format_ms(ms: float) -> str:
-    if ms >= 1000:
-        return f"{ms / 1000:.2f} s"
-    return f"{ms:.1f} ms" if ms >= 1 else f"{ms:.2f} ms"
-
-
-def tensors_text(tensors) -> str:
-    if not tensors:
-        return "()"
-    if len(tensors) > 6:
-        return ", ".join(t.text for t in tensors[:6]) + f", ... ({len(tensors)} in all)"
-    return ", ".join(t.text for t in tensors)
 
 
 def summary_line(r) -> str:
@@ -38,29 +12,29 @@ def summary_line(r) -> str:
     s = r.summary
     parts = []
     if s.graphs_compiled or s.graphs_executed:
-        parts.append(f"{_plural(s.graphs_compiled, 'graph')} compiled, {s.graphs_executed} executed")
+        parts.append(f"{plural(s.graphs_compiled, 'graph')} compiled, {s.graphs_executed} executed")
     if s.eager_ops_compiled or s.eager_ops_executed:
-        parts.append(f"{_plural(s.eager_ops_compiled, 'eager op')} compiled, {s.eager_ops_executed} run")
+        parts.append(f"{plural(s.eager_ops_compiled, 'eager op')} compiled, {s.eager_ops_executed} run")
     if s.cache_hits or s.cache_misses:
-        parts.append(f"cache: {_plural(s.cache_hits, 'hit')}, {_plural(s.cache_misses, 'miss')}")
+        parts.append(f"cache: {plural(s.cache_hits, 'hit')}, {plural(s.cache_misses, 'miss')}")
     if s.cache_misses:
         parts.append(f"compile {format_ms(s.lower_ms + s.compile_ms)}")
     if s.graphs_executed or s.eager_ops_executed:
         parts.append(f"execute {format_ms(s.execute_ms)}")
     for label, t in (("to device", s.to_device), ("from device", s.from_device)):
         if t.count:
-            parts.append(f"{label}: {_plural(t.count, 'transfer')} ({format_bytes(t.bytes)})")
+            parts.append(f"{label}: {plural(t.count, 'transfer')} ({format_bytes(t.bytes)})")
     if s.syncs:
-        parts.append(_plural(s.syncs, "sync"))
+        parts.append(plural(s.syncs, "sync"))
     if s.forced:
-        parts.append(_plural(s.forced, "forced execution"))
+        parts.append(plural(s.forced, "forced execution"))
     if s.fallbacks:
-        parts.append(_plural(s.fallbacks, "CPU fallback"))
+        parts.append(plural(s.fallbacks, "CPU fallback"))
     violations = sum(1 for f in r.forced if f.kind == "violation")
     if violations:
-        parts.append(_plural(violations, "full_graph violation"))
+        parts.append(plural(violations, "full_graph violation"))
     if r.pending is not None:
-        parts.append(f"{_plural(r.pending.nodes, 'op')} pending")
+        parts.append(f"{plural(r.pending.nodes, 'op')} pending")
     if not parts:
         parts.append("nothing ran")
     head = f"xlanb [{r.mode}]"
@@ -68,12 +42,11 @@ def summary_line(r) -> str:
 
 
 def graph_line(g) -> str:
-    where = f" at {g.where.text}" if g.where else ""
     cache = " (disk cache)" if g.persistent_hit else ""
     runs = f", ran {g.executions}x ({format_ms(g.execute_ms)})" if g.executions else ", not run yet"
-    return (f"graph {g.name} [{g.key[:8]}] {_plural(g.nodes, 'op')}, in: {tensors_text(g.inputs)}, "
+    return (f"graph {g.name} [{g.key[:8]}] {plural(g.nodes, 'op')}, in: {tensors_text(g.inputs)}, "
             f"out: {tensors_text(g.outputs)}; lower {format_ms(g.lower_ms)}, compile {format_ms(g.compile_ms)}"
-            f"{cache}{runs}; {g.cause}{where}")
+            f"{cache}{runs}; {g.cause}{at_where(g.where)}")
 
 
 def _indent(text: str, prefix: str) -> list[str]:
@@ -89,18 +62,16 @@ def _ir_lines(ir, full: bool) -> list[str]:
 
 
 def forced_line(f) -> str:
-    where = f" at {f.where.text}" if f.where else ""
     source = f": {f.where.source}" if f.where and f.where.source else ""
     times = f" (x{f.count})" if f.count > 1 else ""
     label = "full_graph violation" if f.kind == "violation" else "forced execution"
-    return f"{label}: {f.cause} in graph {f.graph}{where}{source}{times}"
+    return f"{label}: {f.cause} in graph {f.graph}{at_where(f.where)}{source}{times}"
 
 
 def fallback_line(f) -> str:
-    where = f" at {f.where.text}" if f.where else ""
     graphs = f" in graph {', '.join(f.graphs)}" if f.graphs else ""
     times = f", ran {f.count}x" if f.count > 1 else ""
-    return f"CPU fallback: {f.op} ({f.reason}){graphs}{where}{times}"
+    return f"CPU fallback: {f.op} ({f.reason}){graphs}{at_where(f.where)}{times}"
 
 
 def pending_line(p) -> str:
@@ -108,7 +79,7 @@ def pending_line(p) -> str:
     if len(p.tensors) > 8:
         held += f", ... ({len(p.tensors)} named)"
     unnamed = f"{'; ' if held else ''}{p.unnamed} unnamed" if p.unnamed else ""
-    return (f"pending IR left behind: {_plural(p.nodes, 'node')}, held by {held}{unnamed} "
+    return (f"pending IR left behind: {plural(p.nodes, 'node')}, held by {held}{unnamed} "
             "(xlanb.sync() or a value access computes it)")
 
 

@@ -91,7 +91,7 @@ def saved_notebook() -> dict:
     import torch
 
     import xlanb
-    from xlanb.report import MIME_TYPE, CellContext, build_report
+    from xlanb.report import MIME_TYPE, CellContext, build_report, render_json
 
     w = torch.ones(4, 4, device="xla")
     xlanb.sync()
@@ -99,7 +99,8 @@ def saved_notebook() -> dict:
     with xlanb.hooks.recording_texts(), xlanb.compile(name="saved_step"):
         y = (w @ w).sum()
     y.item()
-    report = build_report(xlanb.runtime_state().log.since(mark), CellContext(execution_count=1, mode="compiled")).to_json()
+    report = build_report(xlanb.runtime_state().log.since(mark), CellContext(execution_count=1, mode="compiled"))
+    report = render_json(report)
     nb = notebook(["%%xla_compile --name saved_step\ny = (w @ w).sum()"])
     nb["cells"][0]["outputs"] = [{"output_type": "display_data", "metadata": {},
                                   "data": {MIME_TYPE: report, "text/plain": report["text"]}}]

@@ -11,7 +11,7 @@ import re
 import pytest
 
 from helpers import step_report
-from xlanb.report import highlight
+from xlanb.report import highlight, render_json
 
 sync_api = pytest.importorskip("playwright.sync_api")
 CHROMIUM = "/usr/bin/chromium"
@@ -21,7 +21,7 @@ ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--d
 
 
 def report_json() -> dict:
-    return step_report(execution_count=1).to_json()
+    return render_json(step_report(execution_count=1))
 
 
 # the part of anywidget's model that render() uses, and set() to play the kernel sending a new report

@@ -8,7 +8,7 @@ import torch
 import xlanb
 from xlanb import events
 from xlanb import hooks
-from xlanb.report import SCHEMA, CellContext, Cells, build_report, pending_section, render_text
+from xlanb.report import SCHEMA, CellContext, Cells, build_report, pending_section, render_json, render_text
 
 CELL = "<ipython-input-7-0123abcd>"        # a filename as IPython gives a cell
 
@@ -101,7 +101,7 @@ def test_graph_section_has_hlo_dag_and_analyses():
     assert g.dag.svg.startswith("<svg") and g.dag.collapsed == "none"
     if g.cost is not None:                         # CPU gives cost analysis; not every backend does
         assert g.cost["flops"] > 0 and all("{}" not in k for k in g.cost)
-    jsonschema.validate(r.to_json(), SCHEMA)
+    jsonschema.validate(render_json(r), SCHEMA)
 
 
 def test_cpu_fallback_is_listed_once_with_its_graph():
@@ -133,7 +133,7 @@ def test_pending_ir_names_the_tensors_holding_it():
 def test_nothing_ran_is_an_empty_report():
     r = build_report([], cell_context())
     assert r.empty
-    assert r.to_json()["summary"]["text"].endswith("nothing ran")
+    assert render_json(r)["summary"]["text"].endswith("nothing ran")
 
 
 def test_timeline_spans_are_relative_to_the_cell_start():

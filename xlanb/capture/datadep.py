@@ -18,7 +18,7 @@ from xlanb.capture import record as rec
 from xlanb.capture.frames import user_frames
 from xlanb.capture.realize import check_execution, to_cpu
 from xlanb.capture.tensor import LazyTensor, new_tensor, tensor_meta, value, write_value
-from xlanb.ir.node import data_node, intern_meta, make_node, meta_of
+from xlanb.ir.node import data_node, intern_meta, make_node
 from xlanb.lower.fallback import host_dispatch
 from xlanb.runtime.transfer import upload
 
@@ -44,7 +44,8 @@ def _to_host(x, cause: str):
 
 def _to_device(x):
     if isinstance(x, torch.Tensor) and type(x) is not LazyTensor and x.device.type == "cpu":
-        return new_tensor(data_node(upload(x), meta_of(x)), meta_of(x))
+        node = rec.cpu_input(x)
+        return new_tensor(node, node.meta)
     if isinstance(x, (list, tuple)):      # torch.return_types (tuple subclasses) included
         return (list if isinstance(x, list) else tuple)(_to_device(y) for y in x)
     return x

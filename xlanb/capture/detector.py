@@ -10,9 +10,8 @@ compiled function (or one name), and a call that fails adds nothing to the trie.
 
 from __future__ import annotations
 
-import os
-
-from xlanb.ir.node import Node
+from xlanb.ir.graph import location_text
+from xlanb.ir.node import Node, meta_text
 
 
 class _TrieNode:
@@ -25,19 +24,8 @@ class _TrieNode:
 
 
 def describe(node: Node) -> str:
-    text = f"{node.name} {_meta_text(node.meta)}"
-    return text + (f" ({_loc_text(node.location)})" if node.location else "")
-
-
-def _meta_text(meta) -> str:
-    if isinstance(meta, tuple):
-        return "(" + ", ".join(m.text for m in meta if m is not None) + ")"
-    return meta.text
-
-
-def _loc_text(loc) -> str:
-    filename, line = loc
-    return f"{os.path.basename(filename)}:{line}"
+    text = f"{node.name} {meta_text(node.meta)}"
+    return text + (f" ({location_text(node.location)})" if node.location else "")
 
 
 class GraphLimitError(RuntimeError):
@@ -66,7 +54,7 @@ class Detector:
         child = at.children.get(key)
         if child is None:
             if self.graphs >= self.max_graphs:
-                expected = [f"  - {c.label}" + (f" ({_loc_text(c.location)})" if c.location else "")
+                expected = [f"  - {c.label}" + (f" ({location_text(c.location)})" if c.location else "")
                             for c in at.children.values()]
                 self.abort()
                 got = describe(node)
@@ -79,7 +67,7 @@ class Detector:
                 raise GraphLimitError(
                     f"Maximum number of different graphs allowed per function exceeded: {self.max_graphs}\n"
                     f"Got: {got}\n{tail}")
-            child = _TrieNode(f"{node.name} {_meta_text(node.meta)}", node.location)
+            child = _TrieNode(f"{node.name} {meta_text(node.meta)}", node.location)
             at.children[key] = child
             self._created.append((at, key))
         self._at = child

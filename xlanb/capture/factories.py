@@ -10,15 +10,14 @@ from __future__ import annotations
 
 import torch
 
-from xlanb.capture.frames import user_location
-from xlanb.capture.realize import to_cpu
-from xlanb.state import runtime_state
-from xlanb.capture.tensor import LazyTensor, new_tensor, write
 from xlanb.capture import realize
+from xlanb.capture.frames import user_location
+from xlanb.capture.realize import copy_across
 from xlanb.capture.rng import take_key
-from xlanb.ir.node import data_node, make_node, meta_of
+from xlanb.capture.tensor import LazyTensor, new_tensor
+from xlanb.ir.node import make_node, meta_of
 from xlanb.lower.registry import lookup
-from xlanb.runtime.transfer import upload
+from xlanb.state import runtime_state
 
 _rt = runtime_state()
 
@@ -49,13 +48,8 @@ def _factory(op):
 
 
 def _copy_from(src, dst, non_blocking=False):
-    if type(dst) is LazyTensor and type(src) is not LazyTensor:     # cpu -> xla
-        m = meta_of(dst)
-        host = src.detach().to(dtype=dst.dtype).expand(dst.shape)
-        write(dst, data_node(upload(host), m))
-        return dst
-    if type(src) is LazyTensor and type(dst) is not LazyTensor:     # xla -> cpu
-        return dst.copy_(to_cpu(src, cause="copy to CPU"))
+    if (type(dst) is LazyTensor) != (type(src) is LazyTensor):     # cpu -> xla or xla -> cpu
+        return copy_across(dst, src)
     return dst.copy_(src)
 
 

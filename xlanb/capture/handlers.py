@@ -23,13 +23,12 @@ from xlanb.capture import record as rec
 from xlanb.capture.datadep import cpu_cut
 from xlanb.capture.frames import user_frames, user_location
 from xlanb.capture.mutations import lookup, mutation_handler, resize_, unsupported_mutation
-from xlanb.capture.realize import check_execution, to_cpu
+from xlanb.capture.realize import check_execution, copy_across, to_cpu
 from xlanb.capture.record import NoMetaKernel, OpPlan, plan_of
 from xlanb.capture.tensor import (LazyTensor, ViewStep, new_tensor, new_view, storage_of, tensor_meta, value,
                                   view_chain, write, write_value)
 from xlanb.state import emit, runtime_state
-from xlanb.ir.node import Meta, Scalar, const_key, data_node, intern_meta, lift, local_key, make_node, meta_of, new_node
-from xlanb.runtime.transfer import upload
+from xlanb.ir.node import Meta, Scalar, const_key, intern_meta, lift, local_key, make_node, meta_of, new_node
 
 _rt = runtime_state()
 
@@ -113,13 +112,8 @@ def inplace_view_handler(view_op):
 
 def copy_(func, args, kwargs):
     dst, src = args[0], args[1]
-    if type(dst) is not LazyTensor:                     # xla -> cpu
-        return dst.copy_(to_cpu(src, cause="copy to CPU"))
-    if type(src) is not LazyTensor:                     # cpu -> xla: cast and broadcast on the host
-        meta = tensor_meta(dst)
-        host = src.detach().to(dtype=meta.dtype).expand(meta.shape)
-        write(dst, data_node(upload(host), meta))
-        return dst
+    if type(dst) is not LazyTensor or type(src) is not LazyTensor:     # one side on the CPU
+        return copy_across(dst, src)
     tm = tensor_meta(dst)
     node = make_node(aten.copy.default, "aten.copy.default", (value(dst), value(src)), None, tm)
     write(dst, node)

@@ -12,7 +12,7 @@ from xlanb.capture.record import NoMetaKernel, plan_of
 from xlanb.capture.rng import take_key
 from xlanb.state import runtime_state
 from xlanb.capture.tensor import LazyTensor, mark_pending, tensor_meta, value, write_value
-from xlanb.ir.node import intern_meta, make_node
+from xlanb.ir.node import contiguous_strides, intern_meta, make_node
 
 _rt = runtime_state()
 
@@ -170,14 +170,6 @@ def _restride(t: LazyTensor, size, stride, offset=0) -> None:
         aten.as_strided_.default(t, list(size), list(stride), offset)
 
 
-def _contiguous_strides(shape) -> list:
-    strides, acc = [], 1
-    for d in reversed(shape):
-        strides.append(acc)
-        acc *= max(d, 1)
-    return strides[::-1]
-
-
 def resize_value(t: LazyTensor, shape) -> None:
     """Gives `t` the shape `shape` in place, keeping its first elements in order (resize_, and
     out= tensors of another shape). Only within the memory the tensor has: xla tensors
@@ -201,7 +193,7 @@ def resize_value(t: LazyTensor, shape) -> None:
                      intern_meta((numel,), meta.dtype))
     new_meta = intern_meta(shape, meta.dtype)
     node = make_node(aten.reshape.default, "aten.reshape.default", (part, shape), None, new_meta)
-    _restride(t, shape, _contiguous_strides(shape))
+    _restride(t, shape, contiguous_strides(shape))
     t._node = node
     mark_pending(t)
 

@@ -16,12 +16,12 @@ import torch
 
 from xlanb import events
 from xlanb.capture.frames import user_frames
-from xlanb.capture.tensor import LazyTensor, base_node, holder_node, prune_pending, tensor_meta, view_chain
+from xlanb.capture.tensor import LazyTensor, base_node, holder_node, prune_pending, tensor_meta, view_chain, write
 from xlanb.ir.graph import build_graph, graph_lines
-from xlanb.ir.node import Node
+from xlanb.ir.node import Node, data_node
 from xlanb.lower.fallback import host_dispatch
 from xlanb.runtime import executor
-from xlanb.runtime.transfer import download
+from xlanb.runtime.transfer import download, upload
 from xlanb.state import emit, runtime_state
 
 _rt = runtime_state()
@@ -122,6 +122,17 @@ def realize(t: LazyTensor, cause: str) -> Node:
         emit(events.Sync(kind="value", name=_rt.graph_name, roots=1, cause=cause, frames=frames))
         execute([n], name=_rt.graph_name, eager=False, cause=cause, frames=frames, donate=False)
     return n
+
+
+def copy_across(dst: torch.Tensor, src: torch.Tensor) -> torch.Tensor:
+    """`dst.copy_(src)` where one side is a CPU tensor: CPU -> xla casts and broadcasts on the
+    host and uploads once; xla -> CPU computes src and copies its value."""
+    if type(dst) is not LazyTensor:
+        return dst.copy_(to_cpu(src, cause="copy to CPU"))
+    meta = tensor_meta(dst)
+    host = src.detach().to(dtype=meta.dtype).expand(meta.shape)
+    write(dst, data_node(upload(host), meta))
+    return dst
 
 
 def to_cpu(t: LazyTensor, cause: str = "value access") -> torch.Tensor:

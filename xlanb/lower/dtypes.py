@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import jax.numpy as jnp
 import ml_dtypes
 import numpy as np
 import torch
@@ -35,10 +34,6 @@ def to_torch_dtype(dtype) -> torch.dtype:
 
 def default_float() -> np.dtype:
     return TORCH_TO_NUMPY[torch.get_default_dtype()]
-
-
-def is_floating(x) -> bool:
-    return jnp.issubdtype(x.dtype, jnp.inexact)
 
 
 def torch_to_numpy(t: torch.Tensor) -> np.ndarray:

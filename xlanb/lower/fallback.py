@@ -73,13 +73,15 @@ def host_dispatch():
 
 
 def run_on_cpu(op, args, kwargs):
-    """Calls `op` on torch CPU tensors, with the result's tensors as a flat tuple."""
+    """Calls `op` on torch CPU tensors at top-level dispatch state; returns what `op` returns."""
     with torch.no_grad(), host_dispatch():
         out = op(*args, **kwargs)
     return out
 
 
 def lower_fallback(op, name: str, args, kwargs, meta):
+    """Lowers an op with no rule to a jax.pure_callback that runs it in torch on the host; each
+    execution emits a Fallback event (counted as `aten::<op>`)."""
     if not isinstance(op, torch._ops.OpOverload):
         raise NotImplementedError(f"xlanb: no lowering for {name}; see docs/adding_ops.md")
     leaves: list = []

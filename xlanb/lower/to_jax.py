@@ -125,7 +125,8 @@ def _promotion_from_examples(rule: Rule, examples: list):
 
 
 def build_function(graph: Graph):
-    """Returns (fn, n_floats, n_ints, scalar_values) for `graph`."""
+    """Returns (fn, float scalar values, int scalar values) for `graph`: fn(*input buffers,
+    [float vector], [int vector]) computes the roots; the values fill the vectors at a launch."""
     index = {n: i for i, n in enumerate(graph.order)}
     slots, floats, ints = {}, [], []
     for s in graph.scalars:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from xlanb.report import MIME_TYPE, render_html
+from xlanb.report import MIME_TYPE, render_html, render_json
 
 WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
 _widget_class = []
@@ -36,7 +36,7 @@ def report_bundle(report, *, widget: bool = True) -> tuple[dict, dict]:
 
     The widget's own metadata is kept: in Colab it carries the custom widget manager URL.
     """
-    data_json = report.to_json()
+    data_json = render_json(report)
     data = {MIME_TYPE: data_json, "text/html": render_html(report), "text/plain": data_json["text"]}
     metadata: dict = {}
     if widget:

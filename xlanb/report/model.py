@@ -10,7 +10,6 @@ import dataclasses
 from typing import Any
 
 from xlanb.report.schema import REPORT_SCHEMA_VERSION
-from xlanb.report.text import render_text, summary_line
 from xlanb.report.where import Where
 
 
@@ -311,13 +310,12 @@ class CellReport:
                     or self.pending or self.errors)
 
     def to_json(self) -> dict[str, Any]:
-        summary = self.summary.to_json()
-        summary["text"] = summary_line(self)
+        """The data, without its text renderings (report.serialize.render_json adds them)."""
         return {
             "version": REPORT_SCHEMA_VERSION,
             "cell": {"execution_count": self.execution_count, "cell_id": self.cell_id, "mode": self.mode,
                      "style": self.style, "wall_ms": self.wall_ms},
-            "summary": summary,
+            "summary": self.summary.to_json(),
             "graphs": [g.to_json() for g in self.graphs],
             "cached": [c.to_json() for c in self.cached],
             "eager": self.eager.to_json(),
@@ -328,5 +326,4 @@ class CellReport:
             "errors": list(self.errors),
             "timeline": self.timeline.to_json(),
             "state": self.state,
-            "text": render_text(self),
         }

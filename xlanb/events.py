@@ -88,8 +88,8 @@ def lines_text(lines) -> str:
 @dataclasses.dataclass(frozen=True)
 class Change:
     """One ingredient of a graph's cache key that differs from the graph compared with."""
-    kind: str              # "input", "inputs", "op", "operands", "constant", "shape", "scalar",
-                           # "outputs", "donation", "sharding", "evicted"
+    kind: str              # "input", "inputs", "op", "operands", "constant", "shape", "scalar", "scalars",
+                           # "outputs", "donation", "sharding", "evicted", "cleared"
     index: int
     before: str
     after: str

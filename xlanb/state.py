@@ -3,8 +3,9 @@
 Modules hold no state of their own; they read and write the one Runtime that
 `runtime_state()` returns. `reset()` restores it in place to a fresh runtime (nothing
 pending, caches empty, counters zeroed, lazy mode), so references taken earlier stay
-valid. Listeners subscribed to the event log survive a reset: they belong to whoever
-subscribed them (the metrics counter, the debug printer, a loaded notebook extension).
+valid. Listeners subscribed to the event log, and open `recording_texts()` scopes, survive a
+reset: they belong to whoever opened them (the metrics counter, the debug printer, a loaded
+notebook extension).
 
 Not state, and so not reset: interned tensor metadata (`ir.node.intern_meta`), each op's
 memoised plan and meta-kernel results, and the lowering table. They are pure functions of
@@ -27,13 +28,15 @@ from xlanb.events import EventLog
 class CompiledCache:
     """The in-memory LRU {CacheKey -> Compiled}; its size is read from the config at each put.
 
-    It remembers the keys it evicted (as many as it can hold), so a recompile of one of them is
-    explained as an eviction and nothing else is.
+    It remembers the keys it evicted and the keys `clear()` dropped (as many of each as it can
+    hold), so a recompile of an earlier key is explained as a clear only when it was cleared:
+    an evicted key forgotten since was still evicted, never cleared.
     """
 
     def __init__(self):
         self._entries: collections.OrderedDict = collections.OrderedDict()
         self._evicted: collections.OrderedDict = collections.OrderedDict()
+        self._cleared: collections.OrderedDict = collections.OrderedDict()
 
     def get(self, key):
         entry = self._entries.get(key)
@@ -46,6 +49,7 @@ class CompiledCache:
         self._entries[key] = compiled
         self._entries.move_to_end(key)
         self._evicted.pop(key, None)
+        self._cleared.pop(key, None)
         while len(self._entries) > limit:
             old, _ = self._entries.popitem(last=False)
             self._evicted[old] = None
@@ -55,10 +59,16 @@ class CompiledCache:
     def was_evicted(self, key) -> bool:
         return key in self._evicted
 
+    def was_cleared(self, key) -> bool:
+        return key in self._cleared
+
     def __len__(self) -> int:
         return len(self._entries)
 
     def clear(self) -> None:
+        self._cleared.update(dict.fromkeys(self._entries))
+        while len(self._cleared) > config().cache_size:
+            self._cleared.popitem(last=False)
         self._entries.clear()
         self._evicted.clear()
 
@@ -73,6 +83,9 @@ class Runtime:
         self._jax_devices: dict = {}           # platform -> jax devices (jax.devices is slow to call)
         # "f.py:3" -> how a reader names that line ("In [6] line 3"); the notebook extension sets it
         self.location_namer = None
+        # > 0: Compile events carry HLO texts and analyses; counts the open recording_texts()
+        # scopes, which belong to whoever opened them (a loaded notebook extension): not reset
+        self.want_texts = 0
         self._fresh()
 
     def _fresh(self) -> None:
@@ -98,7 +111,6 @@ class Runtime:
         self.cache = CompiledCache()
         self.history: dict[str, collections.deque] = {}    # graph name -> recent CacheKeys (explainer)
         self.outstanding: list = []            # launched output arrays not yet known to be finished
-        self.want_texts = 0                    # > 0: Compile events carry HLO texts and analyses
         # metrics (xlanb.metrics): torch_xla's counters and timed metrics
         self.counters: dict[str, int] = {}
         self.metrics: dict[str, list] = {}     # name -> [count, total, samples[(wall_s, value)]]

@@ -65,6 +65,16 @@ def _constants(lk) -> str:
     return args if lk[2] is None else f"{args} {show(lk[2])}"
 
 
+def _without_scalar_kinds(x):
+    """Constants with each lifted scalar's kind (`<float>`) blanked: the "scalar" change names it.
+    A baked number stays (kind, value), as `show` reads it."""
+    if isinstance(x, type):
+        return type
+    if isinstance(x, tuple) and not (len(x) == 2 and isinstance(x[0], type)):
+        return tuple(_without_scalar_kinds(y) for y in x)
+    return x
+
+
 def _donation_text(donate: tuple) -> str:
     return "inputs " + ", ".join(map(str, donate)) if donate else "none"
 
@@ -78,7 +88,8 @@ def diff(before: CacheKey, after: CacheKey, graph: Graph | None = None) -> list[
             changes.append(Change("input", i, _input_text(a, b), _input_text(b, a)))
     if len(ins_a) != len(ins_b):
         changes.append(Change("inputs", len(ins_b), f"{len(ins_a)} inputs", f"{len(ins_b)} inputs"))
-    changes += _op_changes(_ops(before), _ops(after), graph, input_changed=bool(changes))
+    # an input's new type explains the ops' new shapes; a new input count does not explain wiring
+    changes += _op_changes(_ops(before), _ops(after), graph, input_changed=any(c.kind == "input" for c in changes))
     if len(before.roots) != len(after.roots):
         changes.append(Change("outputs", 0, str(len(before.roots)), str(len(after.roots))))
     elif before.roots != after.roots and not changes:
@@ -95,10 +106,10 @@ def diff(before: CacheKey, after: CacheKey, graph: Graph | None = None) -> list[
         if a != b:
             changes.append(Change("sharding", i, str(a), str(b)))
     if not changes and before == after:
-        if _rt.cache.was_evicted(after):
-            changes.append(Change("evicted", 0, "", f"cache size {_rt.config.cache_size}"))
-        else:
+        if _rt.cache.was_cleared(after):
             changes.append(Change("cleared", 0, "", "the in-memory cache was cleared since"))
+        else:       # compiled before and not cleared: the LRU dropped it (maybe long ago)
+            changes.append(Change("evicted", 0, "", f"cache size {_rt.config.cache_size}"))
     return changes
 
 
@@ -112,7 +123,7 @@ def _op_changes(ops_a: list, ops_b: list, graph: Graph | None, input_changed: bo
     for i, ((lk_a, pos_a), (lk_b, pos_b)) in enumerate(zip(ops_a, ops_b)):
         if lk_a[0] != lk_b[0]:
             first.setdefault("op", Change("op", i, lk_a[0], lk_b[0], where(i)))
-        elif lk_a[1:3] != lk_b[1:3]:
+        elif _without_scalar_kinds(lk_a[1:3]) != _without_scalar_kinds(lk_b[1:3]):
             first.setdefault("constant", Change("constant", i, f"{lk_a[0]} {_constants(lk_a)}",
                                                 f"{lk_b[0]} {_constants(lk_b)}", where(i)))
         elif lk_a[3] != lk_b[3]:

@@ -10,26 +10,14 @@ import torch  # noqa: E402
 aten = torch.ops.aten
 
 
-@contextlib.contextmanager
-def constant_args():
-    """Lift no number at all: capture records tensor-less factories (and every int/float
-    hyperparameter) with constant arguments."""
-    orig = rulecheck.lift
-    rulecheck.lift = lambda x: x
-    try:
-        yield
-    finally:
-        rulecheck.lift = orig
-
-
 def check_c(name, *args, constant=False, **kwargs):
     """check(); with `constant`, no argument is lifted."""
-    with constant_args() if constant else contextlib.nullcontext():
+    with rulecheck.constant_args() if constant else contextlib.nullcontext():
         return check(name, *args, **kwargs)
 
 
 def run_c(name, *args, constant=False, **kwargs):
-    with constant_args() if constant else contextlib.nullcontext():
+    with rulecheck.constant_args() if constant else contextlib.nullcontext():
         return run_rule(name, *args, **kwargs)
 
 

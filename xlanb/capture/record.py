@@ -147,10 +147,35 @@ def infer_meta(func, plan: OpPlan, nargs, nkwargs):
             raise NoMetaKernel(text) from e
         _raise_cpu_error(func, margs, mkwargs)
         raise
+    fix = _CPU_META.get(plan.name)
+    if fix is not None:
+        out = fix(func, margs, mkwargs, out)
     meta = _out_meta(out)
     if key is not None:
         plan.meta_cache[key] = meta
     return meta
+
+
+def _nansum_meta(func, margs, mkwargs, out):
+    """nansum(x, dim=[]) reduces every dim on CPU; torch's meta kernel reduces none."""
+    dim = margs[1] if len(margs) > 1 else mkwargs.get("dim")
+    if dim is None or len(dim) != 0:
+        return out
+    keepdim = margs[2] if len(margs) > 2 else mkwargs.get("keepdim", False)
+    return func(margs[0], None, keepdim, **{k: v for k, v in mkwargs.items() if k not in ("dim", "keepdim")})
+
+
+def _grad_dtype_meta(func, margs, mkwargs, out):
+    """CPU's softmax backward returns grad_output's dtype; the meta kernel (CUDA's rule) input_dtype's."""
+    return out.to(margs[0].dtype)
+
+
+# Ops whose meta kernel disagrees with torch's CPU kernel, which is the reference.
+_CPU_META = {
+    "aten.nansum.default": _nansum_meta,
+    "aten._softmax_backward_data.default": _grad_dtype_meta,
+    "aten._log_softmax_backward_data.default": _grad_dtype_meta,
+}
 
 
 def _backward_meta(func, plan: OpPlan, margs):

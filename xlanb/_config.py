@@ -36,7 +36,7 @@ def _env_bool(value: str) -> bool:
 
 
 def from_environ(environ=os.environ) -> Config:
-    """Reads XLANB_* once; unknown XLANB_ names are rejected so typos do not pass silently."""
+    """Reads XLANB_* once; unknown XLANB_ names are warned about so typos do not pass silently."""
     fields = {
         "XLANB_CACHE_SIZE": ("cache_size", int),
         "XLANB_CACHE_DIR": ("cache_dir", str),

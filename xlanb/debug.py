@@ -37,7 +37,7 @@ def hlo_text(*tensors, stage: str = "stablehlo") -> str:
         raise ValueError(f"stage must be 'stablehlo', 'hlo' or 'optimized', got {stage!r}")
     graph = _graph(tensors)
     if stage == "optimized":
-        compiled = _rt.cache.get(graph.key)
+        compiled = _rt.cache.peek(graph.key)
         return (compiled or lower_graph(graph).compile()).as_text()
     return lower_graph(graph).as_text(stage)
 

@@ -205,7 +205,8 @@ class Fallback(Event):
 
 @dataclasses.dataclass(frozen=True)
 class Sync(Event):
-    """A sync point: `mark_step` (xlanb.sync), `value` (a forced execution), or `eager`."""
+    """A sync point: `mark_step` (xlanb.sync), `value` (a forced execution), or `violation` (an
+    execution forced inside a full_graph compiled function, which raised instead)."""
     kind: str
     name: str
     roots: int

@@ -3,8 +3,9 @@
 Names are torch_xla's, so its users' habits carry over: CompileTime, ExecuteTime
 (lazy and graph mode), EagerOpCompileTime / EagerOpExecuteTime (eager mode),
 CachedCompile, UncachedCompile, MarkStep, TransferToDeviceTime,
-TransferFromDeviceTime, PersistentCacheHit, and aten::<op> for CPU fallbacks.
-Timed values are in nanoseconds.
+TransferFromDeviceTime, PersistentCacheHit, and aten::<op> for CPU fallbacks; xlanb adds
+LoweringTime (graph -> StableHLO), InputOutputAliasCount (donated buffers) and GraphCut
+(data-dependent ops). Timed values are in nanoseconds.
 """
 
 from __future__ import annotations

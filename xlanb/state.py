@@ -44,6 +44,10 @@ class CompiledCache:
             self._entries.move_to_end(key)
         return entry
 
+    def peek(self, key):
+        """The entry without counting as a use (debugging looks must not change what is evicted)."""
+        return self._entries.get(key)
+
     def put(self, key, compiled) -> None:
         limit = config().cache_size
         self._entries[key] = compiled
@@ -96,7 +100,7 @@ class Runtime:
         self.track_locations = False           # record the user's source line on every node
         self.compile_scope = None              # the active xlanb.compile scope (capture.modes.CompileScope)
         self.observer = None                   # called with each new pending node (graph limits)
-        self.detectors: dict = {}              # graph name -> Detector of `with xlanb.compile(name=...)`
+        self.detectors: dict = {}              # name (context manager) or function token -> Detector
         # capture: pending work
         # weakrefs to holders (LazyTensor or Storage) whose value may be pending, in
         # first-pending order; deduplicated and cleared at each full sync
@@ -124,7 +128,11 @@ class Runtime:
 
     def reset(self) -> None:
         """Back to a fresh runtime: nothing pending, caches and event log empty, counters at zero,
-        lazy mode. Tensors made before keep their computed values; pending ones are dropped."""
+        lazy mode, graph limits forgotten. Launched work is waited for first. Tensors made before
+        keep their computed values; pending ones are no longer synced (a value read still computes them)."""
+        launched = [a for a in self.outstanding if not a.is_deleted()]
+        if launched:
+            jax.block_until_ready(launched)
         self.log.clear()
         self._fresh()
 

@@ -260,6 +260,30 @@ def test_reset_gives_a_fresh_runtime_in_place():
         rt.unsubscribe(seen.append)
 
 
+def test_reset_forgets_the_graph_limit_of_a_decorated_function():
+    @xlanb.compile(max_different_graphs=1)
+    def step(x):
+        return x * 2
+    step(torch.ones(3, device="xla"))
+    with pytest.raises(RuntimeError, match="Maximum number of different graphs allowed per function exceeded: 1"):
+        step(torch.ones(4, device="xla"))
+    xlanb.reset()
+    step(torch.ones(4, device="xla"))          # a fresh runtime: this is the function's first graph
+    with pytest.raises(RuntimeError, match="exceeded: 1"):
+        step(torch.ones(5, device="xla"))
+
+
+def test_reset_waits_for_launched_work():
+    x = torch.ones(64, 64, device="xla")
+    y = x @ x
+    xlanb.sync()
+    launched = list(runtime_state().outstanding)
+    assert launched
+    xlanb.reset()
+    assert all(a.is_ready() for a in launched if not a.is_deleted())
+    assert runtime_state().outstanding == []
+
+
 def test_reset_keeps_an_open_recording_texts_scope():
     rt = runtime_state()
     with hooks.recording_texts():

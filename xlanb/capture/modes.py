@@ -145,11 +145,19 @@ class _Compiler:
 
 def _wrap(f, name, full_graph, max_graphs):
     graph_name = name or getattr(f, "__name__", "compiled")
-    detector = Detector(max_graphs, graph_name) if max_graphs is not None else None
+    token = object()     # this function's key in runtime_state().detectors (reset() forgets its graphs)
+
+    def detector() -> Detector | None:
+        if max_graphs is None:
+            return None
+        d = _rt.detectors.get(token)
+        if d is None:
+            d = _rt.detectors[token] = Detector(max_graphs, graph_name)
+        return d
 
     @functools.wraps(f)
     def compiled(*args, **kwargs):
-        with CompileScope(graph_name, full_graph, detector):
+        with CompileScope(graph_name, full_graph, detector()):
             return f(*args, **kwargs)
     compiled.graph_name = graph_name
     return compiled

@@ -89,7 +89,7 @@ def diff(before: CacheKey, after: CacheKey, graph: Graph | None = None) -> list[
     if len(ins_a) != len(ins_b):
         changes.append(Change("inputs", len(ins_b), f"{len(ins_a)} inputs", f"{len(ins_b)} inputs"))
     # an input's new type explains the ops' new shapes; a new input count does not explain wiring
-    changes += _op_changes(_ops(before), _ops(after), graph, input_changed=any(c.kind == "input" for c in changes))
+    changes += _op_changes(before, after, graph, input_changed=any(c.kind == "input" for c in changes))
     if len(before.roots) != len(after.roots):
         changes.append(Change("outputs", 0, str(len(before.roots)), str(len(after.roots))))
     elif before.roots != after.roots and not changes:
@@ -113,7 +113,8 @@ def diff(before: CacheKey, after: CacheKey, graph: Graph | None = None) -> list[
     return changes
 
 
-def _op_changes(ops_a: list, ops_b: list, graph: Graph | None, input_changed: bool) -> list[Change]:
+def _op_changes(before: CacheKey, after: CacheKey, graph: Graph | None, input_changed: bool) -> list[Change]:
+    ops_a, ops_b = _ops(before), _ops(after)
     locations = _op_locations(graph) if graph is not None else None
 
     def where(i: int) -> str:
@@ -130,8 +131,8 @@ def _op_changes(ops_a: list, ops_b: list, graph: Graph | None, input_changed: bo
             first.setdefault("shape", Change("shape", i, f"{lk_a[0]} {meta_text(lk_a[3])}",
                                              f"{lk_b[0]} {meta_text(lk_b[3])}", where(i)))
         elif pos_a != pos_b:
-            first.setdefault("operands", Change("operands", i, _call_text(lk_b[0], pos_a), _call_text(lk_b[0], pos_b),
-                                                where(i)))
+            first.setdefault("operands", Change("operands", i, _call_text(lk_b[0], pos_a, _labels(before)),
+                                                _call_text(lk_b[0], pos_b, _labels(after)), where(i)))
     if "op" not in first and len(ops_a) != len(ops_b):
         i = min(len(ops_a), len(ops_b))
         a = ops_a[i][0][0] if i < len(ops_a) else "end of graph"
@@ -145,8 +146,21 @@ def _op_changes(ops_a: list, ops_b: list, graph: Graph | None, input_changed: bo
     return changes
 
 
-def _call_text(name: str, positions: tuple) -> str:
-    return f"{name}({', '.join(f'%{p}' for p in positions)})"
+def _labels(key: CacheKey) -> list[str]:
+    """Each post-order position named as the explanation counts: `input k` or `op j`."""
+    labels, inputs, ops = [], 0, 0
+    for e in key.entries:
+        if type(e) is Meta:
+            labels.append(f"input {inputs}")
+            inputs += 1
+        else:
+            labels.append(f"op {ops}")
+            ops += 1
+    return labels
+
+
+def _call_text(name: str, positions: tuple, labels: list[str]) -> str:
+    return f"{name}({', '.join(labels[p] for p in positions)})"
 
 
 def _op_locations(graph: Graph) -> list[str]:

@@ -1,4 +1,4 @@
-"""Host <-> device copies. Every copy appends a Transfer event."""
+"""Host <-> device copies. Every copy of user data appends a Transfer event (RNG keys do not)."""
 
 from __future__ import annotations
 

@@ -28,14 +28,12 @@ from xlanb.events import EventLog
 class CompiledCache:
     """The in-memory LRU {CacheKey -> Compiled}; its size is read from the config at each put.
 
-    It remembers the keys it evicted and the keys `clear()` dropped (as many of each as it can
-    hold), so a recompile of an earlier key is explained as a clear only when it was cleared:
-    an evicted key forgotten since was still evicted, never cleared.
+    It remembers the keys `clear()` dropped (as many as it can hold), so the explainer can tell a
+    graph compiled again because the cache was cleared from one the LRU evicted.
     """
 
     def __init__(self):
         self._entries: collections.OrderedDict = collections.OrderedDict()
-        self._evicted: collections.OrderedDict = collections.OrderedDict()
         self._cleared: collections.OrderedDict = collections.OrderedDict()
 
     def get(self, key):
@@ -52,16 +50,9 @@ class CompiledCache:
         limit = config().cache_size
         self._entries[key] = compiled
         self._entries.move_to_end(key)
-        self._evicted.pop(key, None)
         self._cleared.pop(key, None)
         while len(self._entries) > limit:
-            old, _ = self._entries.popitem(last=False)
-            self._evicted[old] = None
-        while len(self._evicted) > limit:
-            self._evicted.popitem(last=False)
-
-    def was_evicted(self, key) -> bool:
-        return key in self._evicted
+            self._entries.popitem(last=False)
 
     def was_cleared(self, key) -> bool:
         return key in self._cleared
@@ -74,7 +65,6 @@ class CompiledCache:
         while len(self._cleared) > config().cache_size:
             self._cleared.popitem(last=False)
         self._entries.clear()
-        self._evicted.clear()
 
 
 class Runtime:
@@ -130,11 +120,16 @@ class Runtime:
         """Back to a fresh runtime: nothing pending, caches and event log empty, counters at zero,
         lazy mode, graph limits forgotten. Launched work is waited for first. Tensors made before
         keep their computed values; pending ones are no longer synced (a value read still computes them)."""
-        launched = [a for a in self.outstanding if not a.is_deleted()]
-        if launched:
-            jax.block_until_ready(launched)
+        self.wait()
         self.log.clear()
         self._fresh()
+
+    def wait(self) -> None:
+        """Blocks until every launched execution has finished (`xlanb.wait()`)."""
+        launched = [a for a in self.outstanding if isinstance(a, jax.Array) and not a.is_deleted()]
+        self.outstanding.clear()
+        if launched:
+            jax.block_until_ready(launched)
 
     def jax_device(self):
         """The PJRT device xla:0 runs on, for the configured platform (read at each call)."""

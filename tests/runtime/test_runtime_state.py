@@ -200,7 +200,7 @@ def _reset_fields() -> set[str]:
 
 def _plain(v):
     if isinstance(v, CompiledCache):
-        return ("cache", len(v._entries), len(v._evicted), len(v._cleared))
+        return ("cache", len(v._entries), len(v._cleared))
     if isinstance(v, weakref.WeakSet):
         return ("weakset", len(v))
     return v

@@ -13,6 +13,7 @@ from IPython.core.magic_arguments import argument, magic_arguments, parse_argstr
 from xlanb import hooks, metrics
 from xlanb._config import config, set_config
 from xlanb.report import Cells, rewrite_locations
+from xlanb.report.format import format_ms
 
 REPORT_STYLES = ("on", "off", "compact", "full")
 
@@ -143,17 +144,13 @@ class XlaMagics(Magics):
                 raw=True)
 
 
-def _fmt_ns(ns: float) -> str:
-    return f"{ns / 1e6:.3f} ms"
-
-
 def metrics_html() -> str:
     rows = []
     for name in metrics.metric_names():
         count, total, samples = metrics.metric_data(name)
         values = sorted(v for _, v in samples)
         timed = name.endswith("Time")
-        fmt = _fmt_ns if timed else (lambda v: f"{v:g}")
+        fmt = (lambda v: format_ms(v / 1e6)) if timed else (lambda v: f"{v:g}")
         p50 = fmt(values[len(values) // 2]) if values else ""
         p90 = fmt(values[min(len(values) - 1, int(len(values) * 0.9))]) if values else ""
         rows.append(f"<tr><td>{html.escape(name)}</td><td>metric</td><td style='text-align:right'>{count}</td>"

@@ -138,7 +138,4 @@ def _is_ready(a) -> bool:
 
 def wait() -> None:
     """Blocks until every launched execution has finished."""
-    pending = [a for a in _rt.outstanding if not a.is_deleted()]
-    _rt.outstanding.clear()
-    if pending:
-        jax.block_until_ready(pending)
+    _rt.wait()

@@ -3,15 +3,15 @@
 from __future__ import annotations
 
 from xlanb._config import config, fix_field
-from xlanb.capture import dispatch, factories
+from xlanb.capture import dispatch, factories, nodynamo
 from xlanb.capture.device import register_device
 from xlanb.capture.modules import keep_ties_on_move
 from xlanb.state import runtime_state
 
 
 def install():
-    """Registers the device, the dispatch, the factories and the module patch (once per process);
-    returns the device."""
+    """Registers the device, the dispatch, the factories and the module patch, and keeps
+    torch._dynamo unimported until torch.compile needs it (once per process); returns the device."""
     rt = runtime_state()
     if rt.device is None:
         rt.device = register_device(config().device_name)
@@ -19,4 +19,5 @@ def install():
         dispatch.install()
         factories.register_factories()
         keep_ties_on_move()
+        nodynamo.install()
     return rt.device

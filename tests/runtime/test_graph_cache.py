@@ -117,3 +117,47 @@ def test_sync_wait_and_wait():
     xlanb.sync()
     xlanb.wait()
     torch.testing.assert_close(z.cpu(), x.cpu() @ x.cpu() + 1, rtol=1e-4, atol=1e-4)
+
+
+def last_compile():
+    return [e for e in xlanb.runtime_state().log.all() if isinstance(e, xlanb.events.Compile)][-1]
+
+
+def test_equal_lifted_scalars_share_one_input():
+    """A 1000-op chain of `x * 1.0001 + 0.5` passes 2 numbers, not 1000 (the program XLA compiles
+    is then the size of JAX's with the constants baked in)."""
+    x0 = torch.rand(8, 8)
+    x = xla(x0)
+    for _ in range(500):
+        x = x * 1.0001 + 0.5
+    xlanb.sync()
+    assert last_compile().scalars == 2
+    expected = x0
+    for _ in range(500):
+        expected = expected * 1.0001 + 0.5
+    torch.testing.assert_close(x.cpu(), expected)
+
+
+def test_scalars_that_become_equal_compile_once_more_and_are_explained():
+    x = xla(torch.ones(4))
+
+    def step(a, b):
+        return (x * a + b).cpu()
+    assert step(2.5, 3.5).tolist() == [6.0] * 4
+    assert step(4.5, 5.5).tolist() == [10.0] * 4          # new values, same sharing: no compile
+    assert compiles() == 1
+    assert step(2.5, 2.5).tolist() == [5.0] * 4           # equal now: one slot for both
+    assert compiles() == 2
+    assert "scalars: 2 -> 1" in xlanb.debug.explain_recompiles()
+    assert step(7.5, 1.5).tolist() == [9.0] * 4           # apart again: the first graph, cached
+    assert compiles() == 2
+
+
+def test_zero_and_negative_zero_are_not_merged():
+    with override(special_scalars=False):
+        x = xla(torch.ones(2))
+        y = (x * 0.0).cpu(), (x * -0.0).cpu()
+        z = xla(torch.ones(2))
+        both = torch.stack([z * 0.0, z * -0.0]).cpu()
+    assert torch.equal(both.signbit(), torch.tensor([[False, False], [True, True]]))
+    assert y[1].signbit().all()

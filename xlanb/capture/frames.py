@@ -23,9 +23,16 @@ _LIBRARY_DIRS = tuple(dict.fromkeys(
 _HIDDEN_FILES = ("<frozen ", "contextlib.py")
 
 
+_library_files: dict[str, bool] = {}     # filename -> is_library (a pure memo: files do not move)
+
+
 def is_library(filename: str) -> bool:
     """Not the user's code: torch, xlanb, the standard library, or any installed package."""
-    return filename.startswith(_LIBRARY_DIRS) or filename.startswith(_HIDDEN_FILES) or in_package(filename)
+    known = _library_files.get(filename)
+    if known is None:
+        known = _library_files[filename] = (filename.startswith(_LIBRARY_DIRS) or filename.startswith(_HIDDEN_FILES)
+                                            or in_package(filename))
+    return known
 
 
 def user_frames(limit: int = 8, skip_library: bool = True) -> tuple[Frame, ...]:

@@ -75,6 +75,10 @@ def _without_scalar_kinds(x):
     return x
 
 
+def _sharing_text(key: CacheKey) -> str:
+    return f"{len(key.scalars)} values in {len(key.scalar_uses)} uses, shared as {key.scalar_uses}"
+
+
 def _donation_text(donate: tuple) -> str:
     return "inputs " + ", ".join(map(str, donate)) if donate else "none"
 
@@ -100,6 +104,8 @@ def diff(before: CacheKey, after: CacheKey, graph: Graph | None = None) -> list[
             break
     if len(before.scalars) != len(after.scalars):
         changes.append(Change("scalars", 0, str(len(before.scalars)), str(len(after.scalars))))
+    elif before.scalar_uses != after.scalar_uses and not changes:
+        changes.append(Change("scalars", 0, _sharing_text(before), _sharing_text(after)))
     if before.donate != after.donate:
         changes.append(Change("donation", 0, _donation_text(before.donate), _donation_text(after.donate)))
     for i, (a, b) in enumerate(zip(before.shardings, after.shardings)):

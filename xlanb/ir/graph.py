@@ -6,7 +6,12 @@ and by the recompile explainer (ir/explain.py), so every miss can name what chan
            positions). Positions make aliasing part of the key: `x + x` and `x + y` are
            two graphs, while `x + y` and `y + x` (different tensors, same program) are one.
   roots    the post-order positions of the outputs
-  scalars  the kinds (float, int) of the lifted Python numbers, in walk order
+  scalars  the kinds (float, int) of the lifted Python numbers, one per distinct value: uses of
+           equal numbers (a literal in a loop, one learning rate for every parameter) share
+           one slot, so a 1000-op chain of `x * 1.0001 + 0.5` passes 2 numbers, not 1000
+           (torch_xla shares equal scalars' device data the same way)
+  scalar_uses  the slot of each use, in walk order: which uses share is part of the program, so
+           two numbers that become equal (or stop being equal) compile once more
   donate   input positions whose buffers the outputs may reuse
   shardings  one entry per input (empty on one device)
 Keys compare exactly, so a hash collision can never pick the wrong executable.
@@ -27,6 +32,7 @@ class CacheKey:
     entries: tuple
     roots: tuple[int, ...]
     scalars: tuple[type, ...]
+    scalar_uses: tuple[int, ...] = ()
     donate: tuple[int, ...] = ()
     shardings: tuple = ()
 
@@ -40,9 +46,10 @@ class Graph:
     name: str
     order: list[Node]           # post-order; inputs included
     inputs: list[Node]          # computed nodes whose buffers feed the graph
-    scalars: list[Scalar]       # lifted Python numbers, in walk order
+    scalars: list[Scalar]       # lifted Python numbers, one per slot (first use), in walk order
     roots: list[Node]           # the outputs, in the order given
     key: CacheKey
+    scalar_slot: dict = dataclasses.field(default_factory=dict)   # id(Scalar) of each use -> its slot
 
     @property
     def compute_nodes(self) -> int:
@@ -99,8 +106,19 @@ def build_graph(roots: list[Node], name: str) -> Graph:
             index[n] = len(order)
             order.append(n)
             entries.append((n.local_key, tuple(positions)))
-    key = CacheKey(tuple(entries), tuple(index[r] for r in roots), tuple(type(s.value) for s in scalars))
-    return Graph(name=name, order=order, inputs=inputs, scalars=scalars, roots=list(roots), key=key)
+    distinct, slot_of_value, scalar_slot, uses = [], {}, {}, []
+    for s in scalars:
+        v = s.value
+        same = (type(v), v) if v == v and v != 0 else (type(v), repr(v))    # NaN, and -0.0 vs 0.0
+        slot = slot_of_value.get(same)
+        if slot is None:
+            slot = slot_of_value[same] = len(distinct)
+            distinct.append(s)
+        scalar_slot[id(s)] = slot
+        uses.append(slot)
+    key = CacheKey(tuple(entries), tuple(index[r] for r in roots), tuple(type(s.value) for s in distinct), tuple(uses))
+    return Graph(name=name, order=order, inputs=inputs, scalars=distinct, roots=list(roots), key=key,
+                 scalar_slot=scalar_slot)
 
 
 def graph_lines(graph: Graph) -> tuple[IrLine, ...]:

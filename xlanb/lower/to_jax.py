@@ -128,16 +128,15 @@ def build_function(graph: Graph):
     """Returns (fn, float scalar values, int scalar values) for `graph`: fn(*input buffers,
     [float vector], [int vector]) computes the roots; the values fill the vectors at a launch."""
     index = {n: i for i, n in enumerate(graph.order)}
-    slots, floats, ints = {}, [], []
-    for s in graph.scalars:
-        if id(s) in slots:
-            continue
+    refs, floats, ints = [], [], []
+    for s in graph.scalars:                  # one per slot
         if type(s.value) is float:
-            slots[id(s)] = _ScalarRef("f", len(floats), float)
+            refs.append(_ScalarRef("f", len(floats), float))
             floats.append(s.value)
         else:
-            slots[id(s)] = _ScalarRef("i", len(ints), int)
+            refs.append(_ScalarRef("i", len(ints), int))
             ints.append(s.value)
+    slots = {use: refs[slot] for use, slot in graph.scalar_slot.items()}
     metas = [n.meta for n in graph.order]
     input_pos = [index[n] for n in graph.inputs]
     steps = []

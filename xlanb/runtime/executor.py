@@ -90,11 +90,9 @@ def _texts(lowered: Lowered, compiled: Compiled) -> dict:
 
 
 def scalar_vectors(graph: Graph) -> list:
-    floats, ints, seen = [], [], set()
+    """The lifted numbers' values as the executable takes them: [float64 vector], [int64 vector]."""
+    floats, ints = [], []
     for s in graph.scalars:
-        if id(s) in seen:
-            continue
-        seen.add(id(s))
         (floats if type(s.value) is float else ints).append(s.value)
     vectors = []
     if floats:

@@ -161,3 +161,21 @@ def test_zero_and_negative_zero_are_not_merged():
         both = torch.stack([z * 0.0, z * -0.0]).cpu()
     assert torch.equal(both.signbit(), torch.tensor([[False, False], [True, True]]))
     assert y[1].signbit().all()
+
+
+def test_a_rule_is_traced_once_per_kind_of_node():
+    """Lowering replays one traced jaxpr for every node of the same rule, input types and constants."""
+    from xlanb.lower import to_jax
+    to_jax._RULE_JAXPRS.clear()
+    x0 = torch.rand(8, 8)
+    x, expected = xla(x0), x0
+    for _ in range(50):
+        x, expected = x * 1.0001 + 0.5, expected * 1.0001 + 0.5
+    xlanb.sync()
+    assert len(to_jax._RULE_JAXPRS) == 2          # one mul kind, one add kind
+    torch.testing.assert_close(x.cpu(), expected)
+    a, b = torch.rand(8, 8), torch.rand(8, 8)
+    y = xla(a).sum(0) + xla(b).sum(1)
+    xlanb.sync()
+    assert len(to_jax._RULE_JAXPRS) == 5          # sum over dim 0 and over dim 1 differ; one more add
+    torch.testing.assert_close(y.cpu(), a.sum(0) + b.sum(1))

@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
+from jax import lax
 import numpy as np
 import torch
+from jax._src import core as jax_core
 from jax._src.lax.lax import _convert_element_type
 from torch._prims_common import ELEMENTWISE_TYPE_PROMOTION_KIND, elementwise_dtypes
 
@@ -87,12 +89,21 @@ def _operand_examples(x, metas, out: list) -> None:
         out.append(x)
 
 
-def _cast_operands(x, dtype):
+def _cast_operands(x, dtype, casts: dict | None = None):
+    """Operands cast to `dtype`. `casts` memoises casts within one lowering, so a lifted scalar
+    used by 500 ops is converted once, not 500 times."""
     t = type(x)
     if isinstance(x, jax.Array):
-        return x.astype(dtype) if x.dtype != dtype else x
+        if x.dtype == dtype:
+            return x
+        if casts is None:
+            return lax.convert_element_type(x, dtype)
+        entry = casts.get((id(x), dtype))
+        if entry is None:     # the entry keeps x alive, so its id is not reused while memoised
+            entry = casts[(id(x), dtype)] = (x, lax.convert_element_type(x, dtype))
+        return entry[1]
     if t is tuple or t is list:
-        return t(_cast_operands(y, dtype) for y in x)
+        return t(_cast_operands(y, dtype, casts) for y in x)
     return x
 
 
@@ -162,7 +173,7 @@ def build_function(graph: Graph):
         for k, p in enumerate(input_pos):
             env[p] = arrays[k]
         rest = arrays[n_inputs:]
-        scalars = {"f": [], "i": []}
+        scalars = {"f": [], "i": [], "casts": {}}
         if n_floats:
             fvec, rest = rest[0], rest[1:]
             scalars["f"] = [_convert_element_type(fvec[j], _F64, weak_type=True) for j in range(n_floats)]
@@ -196,21 +207,96 @@ def run_step(st: Step, env, scalars):
     try:
         with jax.named_scope(st.name):
             if st.rule is None:
-                out = fallback.lower_fallback(st.op, st.name, args, kwargs, st.meta)
-            else:
-                if st.promote_to is not None:
-                    args = _cast_operands(args, st.promote_to)
-                    kwargs = {k: _cast_operands(v, st.promote_to) for k, v in kwargs.items()}
-                if st.rule.rng:
-                    key, args = jax.random.wrap_key_data(args[0]), args[1:]
-                    out = st.rule.fn(key, *args, **kwargs)
-                else:
-                    out = st.rule.fn(*args, **kwargs)
+                return _cast_out(fallback.lower_fallback(st.op, st.name, args, kwargs, st.meta), st.out_dtypes,
+                                 st.name, st.meta)
+            if st.promote_to is not None:
+                casts = scalars["casts"]
+                args = _cast_operands(args, st.promote_to, casts)
+                kwargs = {k: _cast_operands(v, st.promote_to, casts) for k, v in kwargs.items()}
+            return _traced_once(st, args, kwargs)
     except LoweringError:
         raise
     except Exception as e:   # a rule bug or an unsupported argument: name the op
         raise LoweringError(f"lowering {st.name} failed: {type(e).__name__}: {e}") from e
+
+
+def _apply_rule(st: Step, args, kwargs):
+    """The rule on its (promoted) operands, and the casts to torch's output dtypes."""
+    if st.rule.rng:
+        key, args = jax.random.wrap_key_data(args[0]), args[1:]
+        out = st.rule.fn(key, *args, **kwargs)
+    else:
+        out = st.rule.fn(*args, **kwargs)
     return _cast_out(out, st.out_dtypes, st.name, st.meta)
+
+
+# Rules run through jax.numpy, whose Python costs ~100 us per call while tracing; the same rule
+# on the same input types and constants always traces to the same jaxpr. So each (rule, input
+# avals, constants, output metas) is traced once, and every later node of that kind replays the
+# jaxpr's primitives (a few us each). A memo of pure functions, bounded: a jaxpr may hold the
+# constants its rule made (an arange, a mask), so the memo starts over past RULE_JAXPRS entries.
+RULE_JAXPRS = 4096
+_RULE_JAXPRS: dict = {}
+
+
+class _Hole:
+    """Where an array operand goes in a step's argument skeleton."""
+    __slots__ = ("i",)
+
+    def __init__(self, i):
+        self.i = i
+
+    def __eq__(self, other):
+        return type(other) is _Hole and other.i == self.i
+
+    def __hash__(self):
+        return hash(("hole", self.i))
+
+
+def _split(x, leaves: list):
+    t = type(x)
+    if isinstance(x, jax.Array):
+        leaves.append(x)
+        return _Hole(len(leaves) - 1)
+    if t is tuple or t is list:
+        return t(_split(y, leaves) for y in x)
+    if t is dict:
+        return tuple((k, _split(v, leaves)) for k, v in x.items())
+    return x
+
+
+def _join(x, leaves, as_dict=False):
+    t = type(x)
+    if t is _Hole:
+        return leaves[x.i]
+    if as_dict:
+        return {k: _join(v, leaves) for k, v in x}
+    if t is tuple or t is list:
+        return t(_join(y, leaves) for y in x)
+    return x
+
+
+def _traced_once(st: Step, args, kwargs):
+    leaves: list = []
+    skeleton = (_split(args, leaves), _split(kwargs, leaves))
+    key = (st.name, st.meta, skeleton, tuple(jax.typeof(leaf) for leaf in leaves))
+    try:
+        entry = _RULE_JAXPRS.get(key)
+    except TypeError:                      # an unhashable constant: trace this node as it is
+        return _apply_rule(st, args, kwargs)
+    if entry is None:
+        if len(_RULE_JAXPRS) >= RULE_JAXPRS:
+            _RULE_JAXPRS.clear()
+
+        def body(*arrays):
+            return _apply_rule(st, _join(skeleton[0], arrays), _join(skeleton[1], arrays, as_dict=True))
+        closed, shapes = jax.make_jaxpr(body, return_shape=True)(*leaves)
+        entry = _RULE_JAXPRS[key] = (closed, jax.tree_util.tree_structure(shapes))
+    closed, tree = entry
+    outs = jax_core.eval_jaxpr(closed.jaxpr, closed.consts, *leaves)
+    # an output the jaxpr folded to a constant comes back as a host array: make it a jax array
+    outs = [o if isinstance(o, jax.Array) else jnp.asarray(o) for o in outs]
+    return jax.tree_util.tree_unflatten(tree, outs)
 
 
 def _cast_out(out, dtypes, name, meta=None):

@@ -17,6 +17,7 @@ from xlanb.ir.node import Meta, Node, data_node, intern_meta, make_node
 from xlanb.state import runtime_state
 
 _make_wrapper = torch.Tensor._make_wrapper_subclass
+_weakref = weakref.ref
 _STRIDED = torch.strided
 _rt = runtime_state()
 
@@ -110,7 +111,10 @@ def new_tensor(node: Node, meta: Meta) -> LazyTensor:
     t._node = node
     t._storage = None
     if node.buffer is None:
-        mark_pending(t)
+        pending = _rt.pending             # mark_pending, inlined: this runs for every op
+        pending.append(_weakref(t))
+        if len(pending) > _rt.prune_at:
+            prune_pending()
         if _rt.observer is not None:
             _rt.observer(node)
     return t

@@ -105,6 +105,9 @@ class Scalar:
         return f"Scalar({self.value!r})"
 
 
+_new_scalar = object.__new__     # lift() makes one per use: skipping __init__'s frame is measurable
+
+
 def lift(value):
     """Returns a Scalar for a liftable Python number, else the value itself."""
     t = type(value)
@@ -113,7 +116,9 @@ def lift(value):
             return value
         if t is int and not -(2 ** 63) <= value < 2 ** 63:
             return value
-        return Scalar(value)
+        s = _new_scalar(Scalar)
+        s.value = value
+        return s
     return value
 
 

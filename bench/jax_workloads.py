@@ -1,64 +1,122 @@
-"""Pure JAX, jitted: the reference for every ratio. Usage: python jax_workloads.py W1|W3"""
+"""Pure JAX, jitted: the reference for every ratio. Usage: python jax_workloads.py W1|W2|W3|W4
 
-import math
+W1 also measures the lowering reference (trace + lower of the 1000-op chain); W2 is jax.numpy op by
+op, each op's result waited for (block_until_ready).
+"""
+
 import sys
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from common import W3, emit, median, perf, timeit
+import jax_models as M
+from common import W1_OPS, W2_OPS, W3, W3_STEPS, W4, W4_STEPS, emit, median, perf, timeit, warmup_lr
+
+
+def chain(x):
+    for _ in range(W1_OPS // 2):
+        x = x * 1.0001 + 0.5
+    return x
 
 
 def w1():
     x = jnp.asarray(np.random.rand(128, 128).astype(np.float32))
-
-    def chain(x):
-        for _ in range(500):                  # 500 x (mul, add) = 1000 elementwise ops
-            x = x * 1.0001 + 0.5
-        return x
+    x.block_until_ready()
     f = jax.jit(chain)
-    f(x).block_until_ready()
+    t0 = perf()
+    f(x).block_until_ready()                  # trace + lower + compile + run, in a fresh process
+    first = perf() - t0
     cached = timeit(lambda: f(x).block_until_ready(), n=50, warmup=5)
-    emit("W1", "jax", {"cached_step": median(cached)})
+    lowers = []
+    for _ in range(5):                        # a fresh function each time: no trace cache hit
+        def fresh(x):
+            return chain(x)
+        t0 = perf()
+        jax.jit(fresh).lower(x)
+        lowers.append(perf() - t0)
+    emit("W1", "jax", {"first_call": first, "cached_step": median(cached), "lower_1000": median(lowers)})
+
+
+def w2_ops(x, w):
+    for _ in range(W2_OPS // 8):
+        x = jnp.tanh(x).block_until_ready()
+        x = (x * 1.0001).block_until_ready()
+        x = (x @ w).block_until_ready()
+        s = x.sum(axis=0).block_until_ready()
+        x = (x - s).block_until_ready()
+        x = x.T.block_until_ready()
+        x = (x * 0.5).block_until_ready()     # torch's in-place mul_, functionally
+        x = (x + 0.25).block_until_ready()
+    return x
+
+
+def w2():
+    x = jnp.asarray(np.random.rand(128, 128).astype(np.float32))
+    w = jnp.asarray(np.random.rand(128, 128).astype(np.float32) / 64)
+    per_run = timeit(lambda: w2_ops(x, w), n=20, warmup=3)
+    emit("W2", "jax", {"per_op": median(per_run) / W2_OPS})
+
+
+def sgd_step(p, x, y):
+    loss, grads = jax.value_and_grad(M.mlp_loss)(p, x, y)
+    return jax.tree.map(lambda a, g: a - W3["lr"] * g, p, grads), loss
 
 
 def w3():
-    s = W3
-    key = jax.random.PRNGKey(0)
-    k1, k2, k3, k4 = jax.random.split(key, 4)
-
-    def lin_init(k, din, dout):
-        b = 1.0 / math.sqrt(din)
-        ka, kb = jax.random.split(k)
-        return {"w": jax.random.uniform(ka, (dout, din), jnp.float32, -b, b),
-                "b": jax.random.uniform(kb, (dout,), jnp.float32, -b, b)}
-    params = {"fc1": lin_init(k1, s["d_in"], s["d_hid"]), "fc2": lin_init(k2, s["d_hid"], s["d_out"])}
-    x = jax.random.normal(k3, (s["batch"], s["d_in"]), jnp.float32)
-    y = jax.random.randint(k4, (s["batch"],), 0, s["d_out"])
-
-    def loss_fn(p, x, y):
-        h = jax.nn.relu(x @ p["fc1"]["w"].T + p["fc1"]["b"])
-        logits = h @ p["fc2"]["w"].T + p["fc2"]["b"]
-        picked = jnp.take_along_axis(logits, y[:, None], axis=-1)[:, 0]
-        return jnp.mean(jax.nn.logsumexp(logits, axis=-1) - picked)
-
-    def step(p, x, y):
-        loss, grads = jax.value_and_grad(loss_fn)(p, x, y)
-        return jax.tree_util.tree_map(lambda a, g: a - s["lr"] * g, p, grads), loss
-    step = jax.jit(step, donate_argnums=(0,))
+    k1, k2, k3 = jax.random.split(jax.random.PRNGKey(0), 3)
+    params = M.mlp_init(k1)
+    x = jax.random.normal(k2, (W3["batch"], W3["d_in"]), jnp.float32)
+    y = jax.random.randint(k3, (W3["batch"],), 0, W3["d_out"])
+    step = jax.jit(sgd_step, donate_argnums=(0,))
     t0 = perf()
     params, loss = step(params, x, y)
     loss.block_until_ready()
     first = perf() - t0
+    for _ in range(3):
+        params, loss = step(params, x, y)
+    loss.block_until_ready()
     times = []
-    for i in range(53):
+    for _ in range(W3_STEPS):
         t0 = perf()
         params, loss = step(params, x, y)
         loss.block_until_ready()
-        if i >= 3:
-            times.append(perf() - t0)
-    emit("W3", "jax", {"first_step": first, "steady_step": median(times)})
+        times.append(perf() - t0)
+    t0 = perf()                                # no wait per step: dispatch runs ahead
+    for _ in range(W3_STEPS):
+        params, loss = step(params, x, y)
+    loss.block_until_ready()
+    no_wait = (perf() - t0) / W3_STEPS
+    mem = jax.jit(sgd_step, donate_argnums=(0,)).lower(params, x, y).compile().memory_analysis()
+    emit("W3", "jax", {"first_step": first, "steady_step": median(times), "steady_no_wait": no_wait,
+                       **{f"device_{k}": getattr(mem, f"{k}_size_in_bytes") for k in
+                          ("argument", "output", "temp", "alias")}})
 
 
-{"W1": w1, "W3": w3}[sys.argv[1]]()
+def w4():
+    s = W4
+    k1, k2, k3 = jax.random.split(jax.random.PRNGKey(0), 3)
+    state = M.adamw_init(M.gpt_init(k1))
+    idx = jax.random.randint(k2, (s["batch"], s["seq"]), 0, s["vocab"])
+    tgt = jax.random.randint(k3, (s["batch"], s["seq"]), 0, s["vocab"])
+    pos = jnp.arange(s["seq"])
+    mask = jnp.triu(jnp.full((s["seq"], s["seq"]), -1e9, jnp.float32), k=1)
+    step = jax.jit(M.adamw_train_step(M.gpt_loss), donate_argnums=(0,))
+    count = 0
+
+    def one():
+        nonlocal state, count
+        lr = np.float32(s["lr"] * warmup_lr(count))      # the LambdaLR factor of this step
+        count += 1
+        state, loss = step(state, lr, np.float32(count), idx, pos, mask, tgt)
+        loss.block_until_ready()
+    t0 = perf()
+    one()
+    first = perf() - t0
+    one()
+    after_two = step._cache_size()
+    times = timeit(one, n=W4_STEPS, warmup=1)
+    emit("W4", "jax", {"first_step": first, "steady_step": median(times),
+                       "recompiles_after_2": step._cache_size() - after_two})
+
+{"W1": w1, "W2": w2, "W3": w3, "W4": w4}[sys.argv[1]]()

@@ -1,71 +1,143 @@
-"""The same workloads written in ordinary PyTorch, run on xlanb's xla device.
+"""The workloads in ordinary PyTorch (bench/models.py), run on xlanb's xla device.
 
-Usage: python xlanb_workloads.py W1|W3|W3compile
+Usage: python xlanb_workloads.py W1|W2|W3|W3compile|W4|W4compile|W5|notebook
+(W5 and the notebook cells are in xlanb_introspection.py; this script dispatches to them).
 """
 
+import os
 import sys
 
-import torch
-import torch.nn as nn
-import torch.nn.functional as F
+os.environ.setdefault("XLANB_PERSISTENT_CACHE", "0")     # first steps include a real compile
 
-import xlanb
-from common import W3, emit, median, perf, timeit
+import torch  # noqa: E402
+
+import xlanb  # noqa: E402
+from common import W2_OPS, W3_STEPS, W4_STEPS, emit, median, perf, rss_bytes, timeit  # noqa: E402
+from models import w1_chain, w2_ops, w3_setup, w4_setup  # noqa: E402
+from xlanb import events, hooks  # noqa: E402
+from xlanb.capture.realize import pending_roots  # noqa: E402
+from xlanb.ir.graph import build_graph  # noqa: E402
+from xlanb.runtime.executor import lower_graph  # noqa: E402
+
+MIB = 1024 * 1024
+
+
+def compiles() -> int:
+    return xlanb.metrics.counter_value("UncachedCompile") or 0
 
 
 def w1():
     x0 = torch.rand(128, 128).to("xla")
     xlanb.sync(wait=True)
-
-    def trace():
-        x = x0
-        for _ in range(500):
-            x = x * 1.0001 + 0.5
-        return x
+    t0 = perf()
+    y = w1_chain(x0)
+    xlanb.sync(wait=True)                     # first trace + sync + wait: compile included
+    first = perf() - t0
+    del y
     traces = []
     for _ in range(7):
         t0 = perf()
-        y = trace()
+        y = w1_chain(x0)
         traces.append(perf() - t0)
         del y
-        xlanb.sync()          # nothing live is pending: drops the trace
+        xlanb.sync()                          # nothing live is pending: drops the trace
     keep = []
 
     def step():
-        keep[:] = [trace()]
+        keep[:] = [w1_chain(x0)]
         xlanb.sync(wait=True)
-    step()
     cached = timeit(step, n=50, warmup=5)
-    emit("W1", "xlanb", {"trace_per_op": median(traces) / 1000, "cached_step": median(cached)})
+    y = w1_chain(x0)                          # lowering alone: the pending chain's graph
+    graph = build_graph(pending_roots(), "w1_chain")
+    lowers = timeit(lambda: lower_graph(graph), n=5, warmup=1)
+    del y
+    xlanb.sync()
+    emit("W1", "xlanb", {"first_call": first, "trace_per_op": median(traces) / 1000, "cached_step": median(cached),
+                         "lower_1000": median(lowers)})
+
+
+def w2():
+    x, w = torch.rand(128, 128).to("xla"), (torch.rand(128, 128) / 64).to("xla")
+    xlanb.sync(wait=True)
+    with xlanb.eager_mode_context(True):
+        per_run = timeit(lambda: w2_ops(x, w, xlanb.wait), n=20, warmup=3)   # forced: wait after each op
+    emit("W2", "xlanb", {"per_op": median(per_run) / W2_OPS})
+
+
+def device_bytes(step) -> dict:
+    """Runs `step` once more, compiled afresh with XLA's analyses recorded: the memory analysis of its
+    largest graph (alias bytes are the donated buffers that outputs reuse)."""
+    xlanb.runtime_state().cache.clear()
+    with hooks.recording_texts():
+        mark = hooks.mark()
+        step()
+        xlanb.sync(wait=True)
+        compiled = [e for e in hooks.since(mark) if isinstance(e, events.Compile)]
+    memory = dict(max(compiled, key=lambda c: c.nodes).memory)
+    return {f"device_{k}": memory.get(f"{k}_size_in_bytes", 0) for k in ("argument", "output", "temp", "alias")}
 
 
 def w3(compiled: bool):
-    s = W3
-    torch.manual_seed(0)
-    model = nn.Sequential(nn.Linear(s["d_in"], s["d_hid"]), nn.ReLU(), nn.Linear(s["d_hid"], s["d_out"])).to("xla")
-    opt = torch.optim.SGD(model.parameters(), lr=s["lr"])
-    x = torch.randn(s["batch"], s["d_in"]).to("xla")
-    y = torch.randint(0, s["d_out"], (s["batch"],)).to("xla")
-    xlanb.sync(wait=True)
-
-    def body():
-        opt.zero_grad()
-        loss = F.cross_entropy(model(x), y)
-        loss.backward()
-        opt.step()
-        return loss
+    body = w3_setup("xla")
     if compiled:
         body = xlanb.compile(body, name="train_step")
+    xlanb.sync(wait=True)
 
     def step():
-        loss = body()
+        body()
         xlanb.sync(wait=True)
-        return loss
     t0 = perf()
     step()
     first = perf() - t0
-    times = timeit(step, n=50, warmup=3)
-    emit("W3" + ("_compile" if compiled else ""), "xlanb", {"first_step": first, "steady_step": median(times)})
+    rss = {1: rss_bytes()}
+    steps = 1000 if not compiled else W3_STEPS + 4
+    times = []
+    for i in range(2, steps + 1):
+        t0 = perf()
+        step()
+        times.append(perf() - t0)
+        if i in (10, 100, 1000):
+            rss[i] = rss_bytes()
+        if i == 2:
+            after_two = compiles()
+    metrics = {"first_step": first, "steady_step": median(times[2:2 + W3_STEPS]),
+               "recompiles_after_2": compiles() - after_two}
+    if not compiled:
+        t0 = perf()                           # sync per step, no wait: the next trace overlaps execution
+        for _ in range(W3_STEPS):
+            body()
+            xlanb.sync()
+        xlanb.wait()
+        metrics["steady_no_wait"] = (perf() - t0) / W3_STEPS
+        metrics.update({f"rss_{i}": v / MIB for i, v in rss.items()})
+        metrics.update(device_bytes(body))
+    emit("W3_compile" if compiled else "W3", "xlanb", metrics)
 
 
-{"W1": w1, "W3": lambda: w3(False), "W3compile": lambda: w3(True)}[sys.argv[1]]()
+def w4(compiled: bool):
+    body = w4_setup("xla")
+    if compiled:
+        body = xlanb.compile(body, name="train_step")
+    xlanb.sync(wait=True)
+
+    def step():
+        body()
+        xlanb.sync(wait=True)
+    t0 = perf()
+    step()
+    first = perf() - t0
+    step()
+    after_two = compiles()
+    times = timeit(step, n=W4_STEPS, warmup=1)
+    emit("W4_compile" if compiled else "W4", "xlanb",
+         {"first_step": first, "steady_step": median(times), "recompiles_after_2": compiles() - after_two})
+
+
+def introspection(name):
+    import xlanb_introspection
+    getattr(xlanb_introspection, name)()
+
+
+{"W1": w1, "W2": w2, "W3": lambda: w3(False), "W3compile": lambda: w3(True), "W4": lambda: w4(False),
+ "W4compile": lambda: w4(True), "W5": lambda: introspection("w5"),
+ "notebook": lambda: introspection("notebook")}[sys.argv[1]]()

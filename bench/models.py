@@ -1,0 +1,120 @@
+"""The PyTorch models and training steps of W3 and W4, shared by xlanb (device "xla") and torch CPU
+eager (device "cpu"): the same code runs on both. jax_workloads.py has the same models in JAX."""
+
+import math
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from common import W3, W4, warmup_lr
+
+
+def mlp() -> nn.Module:
+    return nn.Sequential(nn.Linear(W3["d_in"], W3["d_hid"]), nn.ReLU(), nn.Linear(W3["d_hid"], W3["d_out"]))
+
+
+class Block(nn.Module):
+    """Pre-LayerNorm decoder block; attention written out (softmax of masked scores)."""
+
+    def __init__(self, d: int, heads: int, d_ff: int):
+        super().__init__()
+        self.heads = heads
+        self.ln1, self.ln2 = nn.LayerNorm(d), nn.LayerNorm(d)
+        self.qkv, self.proj = nn.Linear(d, 3 * d), nn.Linear(d, d)
+        self.ff1, self.ff2 = nn.Linear(d, d_ff), nn.Linear(d_ff, d)
+
+    def forward(self, x, mask):
+        b, t, d = x.shape
+        q, k, v = (z.view(b, t, self.heads, d // self.heads).transpose(1, 2)
+                   for z in self.qkv(self.ln1(x)).split(d, dim=-1))
+        scores = q @ k.transpose(-2, -1) / math.sqrt(d // self.heads) + mask
+        attn = (torch.softmax(scores, dim=-1) @ v).transpose(1, 2).reshape(b, t, d)
+        x = x + self.proj(attn)
+        return x + self.ff2(F.gelu(self.ff1(self.ln2(x))))
+
+
+class TinyGPT(nn.Module):
+    def __init__(self):
+        super().__init__()
+        s = W4
+        self.tok, self.pos = nn.Embedding(s["vocab"], s["d_model"]), nn.Embedding(s["seq"], s["d_model"])
+        self.blocks = nn.ModuleList(Block(s["d_model"], s["heads"], s["d_ff"]) for _ in range(s["layers"]))
+        self.lnf, self.head = nn.LayerNorm(s["d_model"]), nn.Linear(s["d_model"], s["vocab"])
+
+    def forward(self, idx, pos, mask):
+        x = self.tok(idx) + self.pos(pos)
+        for block in self.blocks:
+            x = block(x, mask)
+        return self.head(self.lnf(x))
+
+
+def w3_setup(device):
+    """(step, first batch) for W3: MLP, cross-entropy, SGD; `step()` returns the loss."""
+    torch.manual_seed(0)
+    model = mlp().to(device)
+    opt = torch.optim.SGD(model.parameters(), lr=W3["lr"])
+    x = torch.randn(W3["batch"], W3["d_in"]).to(device)
+    y = torch.randint(0, W3["d_out"], (W3["batch"],)).to(device)
+
+    def step():
+        opt.zero_grad()
+        loss = F.cross_entropy(model(x), y)
+        loss.backward()
+        opt.step()
+        return loss
+    return step
+
+
+def w4_setup(device):
+    """`step()` for W4: TinyGPT, cross-entropy, AdamW with a LambdaLR warm-up (stepped every step)."""
+    s = W4
+    torch.manual_seed(0)
+    model = TinyGPT().to(device)
+    opt = torch.optim.AdamW(model.parameters(), lr=s["lr"], betas=s["betas"], eps=s["eps"],
+                            weight_decay=s["weight_decay"])
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, warmup_lr)
+    g = torch.Generator().manual_seed(0)
+    idx = torch.randint(0, s["vocab"], (s["batch"], s["seq"]), generator=g).to(device)
+    tgt = torch.randint(0, s["vocab"], (s["batch"], s["seq"]), generator=g).to(device)
+    pos = torch.arange(s["seq"]).to(device)
+    mask = torch.triu(torch.full((s["seq"], s["seq"]), -1e9), diagonal=1).to(device)
+
+    def step():
+        opt.zero_grad()
+        logits = model(idx, pos, mask)
+        loss = F.cross_entropy(logits.view(-1, s["vocab"]), tgt.view(-1))
+        loss.backward()
+        opt.step()
+        sched.step()
+        return loss
+    return step
+
+
+def w1_chain(x):
+    for _ in range(500):                  # 500 x (mul, add) = 1000 elementwise ops
+        x = x * 1.0001 + 0.5
+    return x
+
+
+def w2_ops(x, w, force):
+    """The W2 mix, 8 ops x 25 = 200, calling `force()` after each op: unary, binary with a Python
+    scalar, matmul, reduction, binary with a broadcast tensor, a view, an in-place op on that view."""
+    for _ in range(25):
+        x = torch.tanh(x)
+        force()
+        x = x * 1.0001
+        force()
+        x = x @ w
+        force()
+        s = x.sum(dim=0)
+        force()
+        x = x - s
+        force()
+        x = x.t()
+        force()
+        x.mul_(0.5)
+        force()
+        x = x + 0.25
+        force()
+    return x

@@ -103,6 +103,7 @@ class Runtime:
         self.rng = None                        # the Storage of the device RNG key (capture.rng)
         # runtime: compiled graphs and launches
         self.cache = CompiledCache()
+        self.eager_ops: dict = {}              # eager fast path: (op, input types) -> CacheKey of its graph
         self.history: dict[str, collections.deque] = {}    # graph name -> recent CacheKeys (explainer)
         self.outstanding: list = []            # launched output arrays not yet known to be finished
         # metrics (xlanb.metrics): torch_xla's counters and timed metrics

@@ -109,3 +109,39 @@ def test_eager_random_draws_differ_without_recompiling(eager):
     b = torch.randn(4, device="xla").cpu()
     assert not torch.equal(a, b)
     assert eager_compiles() == 0
+
+
+def test_repeated_op_replays_its_executable_with_exact_counters(eager):
+    """The eager fast path: the second `x * s` on same-typed inputs builds no graph, yet every
+    launch is counted (one compile, N executions, N-1 cache hits) and every value is right."""
+    x = torch.arange(6.0, device="xla")
+    y = torch.ones(6, device="xla")
+    base_compiles, base_runs = eager_compiles(), eager_executes()
+    outs = [x * s for s in (2.5, 3.5, 4.5)] + [x + y, x + y, x + x, x + x, x.neg(), x.neg()]
+    assert eager_compiles() - base_compiles == 4           # mul (scalar), add, add aliased, neg
+    assert eager_executes() - base_runs == 9
+    expected = [torch.arange(6.0) * s for s in (2.5, 3.5, 4.5)] + [torch.arange(6.0) + 1] * 2 \
+        + [torch.arange(6.0) * 2] * 2 + [-torch.arange(6.0)] * 2
+    for got, want in zip(outs, expected):
+        torch.testing.assert_close(got.cpu(), want)
+    assert xlanb.runtime_state().pending == []
+
+
+def test_fast_path_follows_the_cache_through_eviction_and_reset(eager):
+    from xlanb._config import override
+    x = torch.arange(4.0, device="xla")
+    with override(cache_size=1):
+        a = x * 2.5
+        b = x.neg()                                      # evicts the mul graph
+        before = eager_compiles()
+        c = x * 3.5                                      # fast key known, executable gone: compile again
+        assert eager_compiles() == before + 1
+    torch.testing.assert_close(c.cpu(), torch.arange(4.0) * 3.5)
+    torch.testing.assert_close(a.cpu() + b.cpu(), torch.arange(4.0) * 1.5)
+    xlanb.reset()
+    assert xlanb.runtime_state().eager_ops == {}
+    xlanb.eager_mode(True)
+    before = eager_compiles()
+    d = x * 4.5
+    assert eager_compiles() == before + 1                 # a fresh runtime compiles again
+    torch.testing.assert_close(d.cpu(), torch.arange(4.0) * 4.5)

@@ -23,12 +23,12 @@ from xlanb.capture import record as rec
 from xlanb.capture.datadep import cpu_cut
 from xlanb.capture.frames import user_frames, user_location
 from xlanb.capture.mutations import lookup, mutation_handler, resize_, unsupported_mutation
-from xlanb.capture.realize import check_execution, copy_across, to_cpu
+from xlanb.capture.realize import check_execution, copy_across, eager_replay, eager_run, to_cpu
 from xlanb.capture.record import NoMetaKernel, OpPlan, plan_of
 from xlanb.capture.tensor import (LazyTensor, ViewStep, new_tensor, new_view, storage_of, tensor_meta, value,
                                   view_chain, write, write_value)
 from xlanb.state import emit, runtime_state
-from xlanb.ir.node import Meta, Scalar, const_key, intern_meta, lift, local_key, make_node, meta_of, new_node
+from xlanb.ir.node import Meta, Node, Scalar, const_key, intern_meta, lift, local_key, make_node, meta_of, new_node
 
 _rt = runtime_state()
 
@@ -254,6 +254,10 @@ def make_unary(func, plan: OpPlan):
             key = local_key(name, (na,), None, m)
             memo[na.meta] = (m, key)
         args = (na,)
+        if _rt.eager and na.buffer is not None and _rt.observer is None:
+            fast_key = (name, na.meta)
+            out = eager_replay(fast_key, name, m, (na.buffer,), None)
+            return out if out is not None else eager_run(new_node(func, name, args, None, args, m, key), fast_key)
         location = user_location() if _rt.track_locations else None
         return new_tensor(new_node(func, name, args, None, args, m, key, location), m)
     return h
@@ -295,9 +299,31 @@ def make_binary(func, plan: OpPlan):
             m = rec.infer_meta(func, plan, nargs, None)
             key = local_key(name, nargs, None, m)
             memo[memo_key] = (m, key)
+        if _rt.eager and na.buffer is not None and _rt.observer is None:
+            out = _eager_binary(func, name, na, nb, nargs, operands, m, key, memo_key)
+            if out is not None:
+                return out
         location = user_location() if _rt.track_locations else None
         return new_tensor(new_node(func, name, nargs, None, operands, m, key, location), m)
     return h
+
+
+def _eager_binary(func, name, na, nb, nargs, operands, m, key, memo_key):
+    """Eager mode on computed inputs: replay the op's executable, or run it once (None: not eligible)."""
+    scalar = None
+    if type(nb) is Node:
+        if nb.buffer is None:
+            return None
+        alias = nb is na
+        buffers = (na.buffer,) if alias else (na.buffer, nb.buffer)
+    else:
+        alias = False
+        buffers = (na.buffer,)
+        if type(nb) is Scalar:
+            scalar = nb.value
+    fast_key = (name, memo_key, alias)
+    out = eager_replay(fast_key, name, m, buffers, scalar)
+    return out if out is not None else eager_run(new_node(func, name, nargs, None, operands, m, key), fast_key)
 
 
 # Choosing a handler --------------------------------------------------------------------

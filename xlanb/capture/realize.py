@@ -12,11 +12,13 @@ A failed compile or execution changes nothing: every pending graph stays as it w
 
 from __future__ import annotations
 
+import numpy as np
 import torch
 
 from xlanb import events
 from xlanb.capture.frames import user_frames
-from xlanb.capture.tensor import LazyTensor, base_node, holder_node, prune_pending, tensor_meta, view_chain, write
+from xlanb.capture.tensor import (LazyTensor, base_node, holder_node, new_tensor, prune_pending, tensor_meta,
+                                  view_chain, write)
 from xlanb.ir.graph import build_graph, graph_lines
 from xlanb.ir.node import Node, data_node
 from xlanb.lower.fallback import host_dispatch
@@ -103,6 +105,40 @@ def sync_eager(mark: int, name: str) -> None:
         # donating is safe only when no other pending graph may still read the old buffers
         execute(roots, name=name, eager=True, cause="eager op", donate=(mark == 0))
     del _rt.pending[mark:]
+
+
+# The eager fast path -----------------------------------------------------------------
+# A unary or binary op on computed, unaliased tensors is the same one-node graph whenever its
+# op and input types are the same. The first time, it is recorded and run like any op and the
+# graph's CacheKey is remembered under (op, input types); after that, the executable is looked
+# up by that key (so the LRU, its bound and its counters stay exact) and called on the input
+# buffers directly: no node, no graph walk, no key built.
+
+_F64, _I64 = np.dtype(np.float64), np.dtype(np.int64)
+
+
+def eager_replay(fast_key, name: str, meta, buffers: tuple, scalar) -> LazyTensor | None:
+    """The op's result if it ran before with these input types (None: take the slow path)."""
+    key = _rt.eager_ops.get(fast_key)
+    if key is None:
+        return None
+    compiled = _rt.cache.get(key)
+    if compiled is None:                   # evicted: compile again through the slow path
+        return None
+    args = list(buffers)
+    if scalar is not None:
+        args.append(np.array((scalar,), _F64 if type(scalar) is float else _I64))
+    (out,) = executor.launch(compiled, name, args, eager=True, cached=True)
+    return new_tensor(data_node(out, meta), meta)
+
+
+def eager_run(node: Node, fast_key) -> LazyTensor:
+    """The fast path's first time: runs the one-node graph now and remembers its key."""
+    graph = build_graph([node], node.name)
+    (out,) = executor.run_graph(graph, eager=True, cause="eager op")
+    node.release(out)
+    _rt.eager_ops[fast_key] = graph.key
+    return new_tensor(node, node.meta)
 
 
 def eager_mark() -> int:

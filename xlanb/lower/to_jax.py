@@ -279,7 +279,7 @@ def _join(x, leaves, as_dict=False):
 def _traced_once(st: Step, args, kwargs):
     leaves: list = []
     skeleton = (_split(args, leaves), _split(kwargs, leaves))
-    key = (st.name, st.meta, skeleton, tuple(jax.typeof(leaf) for leaf in leaves))
+    key = (st.rule.fn, st.name, st.meta, skeleton, tuple(jax.typeof(leaf) for leaf in leaves))
     try:
         entry = _RULE_JAXPRS.get(key)
     except TypeError:                      # an unhashable constant: trace this node as it is

@@ -112,10 +112,15 @@ def run_graph(graph: Graph, *, eager: bool, cause: str = "", frames=()) -> tuple
         cache.put(graph.key, compiled)
     args = [n.buffer for n in graph.inputs]
     args.extend(scalar_vectors(graph))
+    return launch(compiled, graph.name, args, eager=eager, cached=cached, donated=len(graph.donate))
+
+
+def launch(compiled: Compiled, name: str, args: list, *, eager: bool, cached: bool, donated: int = 0) -> tuple:
+    """Calls the executable on device buffers (and scalar vectors); emits Execute."""
     start = time.perf_counter_ns()
     outs = compiled(*args)
-    emit(events.Execute(name=graph.name, key=compiled.digest, eager=eager, ns=time.perf_counter_ns() - start,
-                        cached=cached, donated=len(graph.donate)))
+    emit(events.Execute(name=name, key=compiled.digest, eager=eager, ns=time.perf_counter_ns() - start,
+                        cached=cached, donated=donated))
     _track(outs)
     return outs
 

@@ -35,6 +35,21 @@ def is_library(filename: str) -> bool:
     return known
 
 
+_frames: dict[tuple, Frame] = {}     # (file, line, function) -> Frame: a pure memo, one object per line
+
+
+def _frame(filename: str, lineno: int, function: str) -> Frame:
+    """The Frame of a source line; the same object every time, so events that repeat each step
+    (a sync in a training loop) share their frames instead of copying them."""
+    key = (filename, lineno, function)
+    frame = _frames.get(key)
+    if frame is None:
+        if len(_frames) > 100_000:
+            _frames.clear()
+        frame = _frames[key] = Frame(filename, lineno, function, linecache.getline(filename, lineno).strip())
+    return frame
+
+
 def user_frames(limit: int = 8, skip_library: bool = True) -> tuple[Frame, ...]:
     """The innermost `limit` user frames, innermost first (library frames hidden)."""
     frames = []
@@ -42,8 +57,7 @@ def user_frames(limit: int = 8, skip_library: bool = True) -> tuple[Frame, ...]:
     while f is not None and len(frames) < limit:
         code = f.f_code
         if not (skip_library and is_library(code.co_filename)):
-            line = linecache.getline(code.co_filename, f.f_lineno).strip()
-            frames.append(Frame(code.co_filename, f.f_lineno, code.co_name, line))
+            frames.append(_frame(code.co_filename, f.f_lineno, code.co_name))
         f = f.f_back
     return tuple(frames)
 

@@ -4,8 +4,9 @@ Names are torch_xla's, so its users' habits carry over: CompileTime, ExecuteTime
 (lazy and graph mode), EagerOpCompileTime / EagerOpExecuteTime (eager mode),
 CachedCompile, UncachedCompile, MarkStep, TransferToDeviceTime,
 TransferFromDeviceTime, PersistentCacheHit, and aten::<op> for CPU fallbacks; xlanb adds
-LoweringTime (graph -> StableHLO), InputOutputAliasCount (donated buffers) and GraphCut
-(data-dependent ops). Timed values are in nanoseconds.
+LoweringTime (graph -> StableHLO), InputOutputAliasCount (donated buffers), GraphCut
+(data-dependent ops) and ValueReadExtraOutputs (live tensors a value read's graph computed
+besides the one asked for, kept as device data). Timed values are in nanoseconds.
 """
 
 from __future__ import annotations
@@ -58,6 +59,8 @@ def count_event(e: events.Event) -> None:
         elif isinstance(e, events.Sync):
             if e.kind == "mark_step":
                 _count("MarkStep")
+            elif e.kind == "value" and e.roots > 1:
+                _count("ValueReadExtraOutputs", e.roots - 1)
         elif isinstance(e, events.GraphCut):
             _count("GraphCut")
 

@@ -179,3 +179,30 @@ def test_a_rule_is_traced_once_per_kind_of_node():
     xlanb.sync()
     assert len(to_jax._RULE_JAXPRS) == 5          # sum over dim 0 and over dim 1 differ; one more add
     torch.testing.assert_close(y.cpu(), a.sum(0) + b.sum(1))
+
+
+def test_a_value_read_keeps_every_live_tensor_its_graph_computed():
+    x = xla(torch.ones(3))
+    a = x * 2
+    b = a + 1
+    s = b.sum()
+    assert s.item() == 9.0
+    assert counter("ValueReadExtraOutputs") == 2          # a and b came out of the same graph
+    runs = executes()
+    xlanb.sync()                                          # nothing is left pending
+    assert executes() == runs
+    assert a.cpu().tolist() == [2.0] * 3 and b.cpu().tolist() == [3.0] * 3
+    assert executes() == runs                             # kept values: no graph ran
+
+
+def test_a_decode_loop_reading_one_value_per_step_compiles_one_graph_of_fixed_size():
+    """As HF generate() does: state grows by one step per token and a stopping check reads one value."""
+    state = xla(torch.zeros(4))
+    for _ in range(6):
+        state = state + 1
+        done = bool((state.sum() > 1000).item())
+        assert not done
+    compile_events = [e for e in xlanb.runtime_state().log.all() if isinstance(e, xlanb.events.Compile)]
+    assert len(compile_events) == 1                       # the same graph every step: no recompiles
+    assert state.cpu().tolist() == [6.0] * 4
+    assert compiles() == 1

@@ -149,15 +149,30 @@ def eager_mark() -> int:
 
 
 def realize(t: LazyTensor, cause: str) -> Node:
-    """Computes t's base value (a forced execution in lazy mode) and returns its node."""
+    """Computes t's base value (a forced execution in lazy mode) and returns its node.
+
+    Every other live tensor whose pending value that graph computes anyway comes out of it too
+    and is kept as device data, so no pending work is computed twice (a decode loop that reads
+    one value per step does not recompute every earlier step). Extra outputs are taken in
+    pending order, so the graph's key is the same from step to step."""
     raise_deferred()
     n = base_node(t)
     if n.buffer is None:
         frames = user_frames(_rt.config.max_frames)
         check_execution(cause, frames)
-        emit(events.Sync(kind="value", name=_rt.graph_name, roots=1, cause=cause, frames=frames))
-        execute([n], name=_rt.graph_name, eager=False, cause=cause, frames=frames, donate=False)
+        roots = _with_computed_alongside(n)
+        emit(events.Sync(kind="value", name=_rt.graph_name, roots=len(roots), cause=cause, frames=frames))
+        execute(roots, name=_rt.graph_name, eager=False, cause=cause, frames=frames, donate=False)
     return n
+
+
+def _with_computed_alongside(n: Node) -> list[Node]:
+    """n, then the base nodes of live pending holders that lie inside n's graph."""
+    pending = pending_roots()
+    if len(pending) < 2:
+        return [n]
+    inside = set(build_graph([n], "").order)
+    return [n] + [r for r in pending if r is not n and r in inside]
 
 
 def copy_across(dst: torch.Tensor, src: torch.Tensor) -> torch.Tensor:

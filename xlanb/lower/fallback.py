@@ -12,39 +12,8 @@ import torch
 
 from xlanb import events
 from xlanb.state import emit
-from xlanb.lower.dtypes import to_jax_dtype
-from xlanb.lower.dtypes import numpy_to_torch, torch_to_numpy
-
-
-def _flatten(x, leaves: list):
-    """Replaces array leaves by their index in `leaves`; returns the skeleton."""
-    t = type(x)
-    if isinstance(x, jax.Array):
-        leaves.append(x)
-        return _Leaf(len(leaves) - 1)
-    if t is tuple or t is list:
-        return t(_flatten(y, leaves) for y in x)
-    if t is dict:
-        return {k: _flatten(v, leaves) for k, v in x.items()}
-    return x
-
-
-class _Leaf:
-    __slots__ = ("i",)
-
-    def __init__(self, i):
-        self.i = i
-
-
-def _unflatten(x, values):
-    t = type(x)
-    if t is _Leaf:
-        return values[x.i]
-    if t is tuple or t is list:
-        return t(_unflatten(y, values) for y in x)
-    if t is dict:
-        return {k: _unflatten(v, values) for k, v in x.items()}
-    return x
+from xlanb.lower.dtypes import numpy_to_torch, to_jax_dtype, torch_to_numpy
+from xlanb.lower.tree import join, split
 
 
 def _key_set(names):
@@ -85,7 +54,7 @@ def lower_fallback(op, name: str, args, kwargs, meta):
     if not isinstance(op, torch._ops.OpOverload):
         raise NotImplementedError(f"xlanb: no lowering for {name}; see docs/adding_ops.md")
     leaves: list = []
-    skeleton = _flatten((args, kwargs), leaves)
+    skeleton = split((args, kwargs), leaves)
     # lifted scalars arrive as 0-d arrays; torch wants Python numbers where the schema says Scalar
     scalar_leaf = [getattr(getattr(leaf, "aval", None), "weak_type", False) for leaf in leaves]
     multi = isinstance(meta, tuple)
@@ -96,7 +65,7 @@ def lower_fallback(op, name: str, args, kwargs, meta):
     def host(*arrays):
         values = [np.asarray(a).item() if is_scalar else numpy_to_torch(np.asarray(a))
                   for a, is_scalar in zip(arrays, scalar_leaf)]
-        a, kw = _unflatten(skeleton, values)
+        a, kw = join(skeleton, values)
         out = run_on_cpu(op, a, kw)
         outs = out if isinstance(out, (tuple, list)) else (out,)
         outs = [o for o, m in zip(outs, metas) if m is not None]

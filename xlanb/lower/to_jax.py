@@ -22,6 +22,7 @@ from xlanb.ir.node import Meta, Node, Scalar
 from xlanb.lower import fallback
 from xlanb.lower.dtypes import to_jax_dtype
 from xlanb.lower.registry import Rule, lookup
+from xlanb.lower.tree import join, split
 
 
 _F64, _I64 = np.dtype(np.float64), np.dtype(np.int64)
@@ -239,46 +240,9 @@ RULE_JAXPRS = 4096
 _RULE_JAXPRS: dict = {}
 
 
-class _Hole:
-    """Where an array operand goes in a step's argument skeleton."""
-    __slots__ = ("i",)
-
-    def __init__(self, i):
-        self.i = i
-
-    def __eq__(self, other):
-        return type(other) is _Hole and other.i == self.i
-
-    def __hash__(self):
-        return hash(("hole", self.i))
-
-
-def _split(x, leaves: list):
-    t = type(x)
-    if isinstance(x, jax.Array):
-        leaves.append(x)
-        return _Hole(len(leaves) - 1)
-    if t is tuple or t is list:
-        return t(_split(y, leaves) for y in x)
-    if t is dict:
-        return tuple((k, _split(v, leaves)) for k, v in x.items())
-    return x
-
-
-def _join(x, leaves, as_dict=False):
-    t = type(x)
-    if t is _Hole:
-        return leaves[x.i]
-    if as_dict:
-        return {k: _join(v, leaves) for k, v in x}
-    if t is tuple or t is list:
-        return t(_join(y, leaves) for y in x)
-    return x
-
-
 def _traced_once(st: Step, args, kwargs):
     leaves: list = []
-    skeleton = (_split(args, leaves), _split(kwargs, leaves))
+    skeleton = split((args, kwargs), leaves)
     key = (st.rule.fn, st.name, st.meta, skeleton, tuple(jax.typeof(leaf) for leaf in leaves))
     try:
         entry = _RULE_JAXPRS.get(key)
@@ -289,7 +253,7 @@ def _traced_once(st: Step, args, kwargs):
             _RULE_JAXPRS.clear()
 
         def body(*arrays):
-            return _apply_rule(st, _join(skeleton[0], arrays), _join(skeleton[1], arrays, as_dict=True))
+            return _apply_rule(st, *join(skeleton, arrays))
         closed, shapes = jax.make_jaxpr(body, return_shape=True)(*leaves)
         entry = _RULE_JAXPRS[key] = (closed, jax.tree_util.tree_structure(shapes))
     closed, tree = entry

@@ -15,7 +15,7 @@ EXT_BUILT := xlanb/labextension/package.json
 EXT_DIR := $(VENV)/share/jupyter/labextensions/xlanb-lab
 WIDGET_BUILT := xlanb/notebook/static/widget.js
 
-.PHONY: setup labextension widget test test-ops-full lab docs bench clean
+.PHONY: setup labextension widget test test-ops-full lab docs bench fuzz clean
 
 $(STAMP): pyproject.toml requirements-dev.txt
 	$(PYTHON) -m venv $(VENV)
@@ -68,6 +68,11 @@ docs: $(STAMP)
 
 bench: setup
 	$(PY) bench/run.py
+
+# the differential fuzzer: random programs on xla against torch CPU, seeds 0..N-1 (N=1000 unless given);
+# failures are shrunk and printed
+fuzz: $(STAMP)
+	$(PY) tests/fuzz/runner.py --seeds $(or $(N),1000)
 
 clean:
 	rm -rf $(VENV) build dist *.egg-info labextension/node_modules labextension/lib xlanb/labextension \

@@ -1,0 +1,128 @@
+"""Runs a fuzz program on CPU and on xla and compares what both leave behind: every live tensor
+variable (values, shape, dtype; strides reported apart), every `.grad`, every value read.
+
+    python tests/fuzz/runner.py --seeds 1000      # seeds 0..999; shrinks and prints failures
+"""
+
+import argparse
+import os
+import sys
+import time
+from dataclasses import dataclass, field
+
+import torch
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import xlanb  # noqa: E402
+from programs import Program, generate, tensors_in  # noqa: E402
+
+
+@dataclass
+class Result:
+    status: str                    # "ok", "mismatch" or "error"
+    detail: str = ""               # the first difference, in one line
+    stride_diffs: list = field(default_factory=list)
+
+    @property
+    def ok(self):
+        return self.status == "ok"
+
+
+def execute(program: Program, device: str):
+    """(namespace, exception or None) after running `program` with `d = device`."""
+    ns = {"d": device}
+    try:
+        exec(compile(program.source(), f"<fuzz {program.seed} {device}>", "exec"), ns)
+    except Exception as e:       # the exception is part of what is compared
+        return ns, e
+    return ns, None
+
+
+def _to_cpu(t):
+    return t.detach().cpu() if t.device.type != "cpu" else t.detach()
+
+
+def _defined_strides(t):
+    """Strides torch pins down: a dimension of size 0 or 1 may have any stride."""
+    return tuple(st for st, n in zip(t.stride(), t.shape) if n > 1)
+
+
+def _compare_tensor(name, ref, got, stride_diffs):
+    if got is None or not isinstance(got, torch.Tensor):
+        return f"{name}: {type(got).__name__} on xla, tensor on cpu"
+    if tuple(ref.shape) != tuple(got.shape):
+        return f"{name}: shape {tuple(got.shape)} on xla, {tuple(ref.shape)} on cpu"
+    if ref.dtype != got.dtype:
+        return f"{name}: dtype {got.dtype} on xla, {ref.dtype} on cpu"
+    try:
+        value = _to_cpu(got)
+    except Exception as e:
+        return f"{name}: reading it on xla raised {type(e).__name__}: {str(e).splitlines()[0][:200]}"
+    try:
+        torch.testing.assert_close(value, ref.detach(), rtol=1.3e-6 * 10, atol=1e-5, equal_nan=True)
+    except AssertionError as e:
+        return f"{name}: values differ ({' '.join(str(e).split())[:200]})"
+    try:
+        if _defined_strides(got) != _defined_strides(ref):
+            stride_diffs.append(f"{name}: stride {got.stride()} on xla, {ref.stride()} on cpu")
+    except Exception:     # noqa: BLE001 - a stride xla cannot report is a stride difference too
+        stride_diffs.append(f"{name}: no stride on xla, {ref.stride()} on cpu")
+    return None
+
+
+def compare(program: Program) -> Result:
+    """Runs `program` on CPU then on xla (fresh runtime) and returns the first difference."""
+    ref_ns, ref_err = execute(program, "cpu")
+    xlanb.reset()
+    got_ns, got_err = execute(program, "xla")
+    if ref_err is not None or got_err is not None:
+        if ref_err is not None and got_err is not None and type(ref_err) is type(got_err):
+            return Result("ok", f"both raised {type(ref_err).__name__}")
+        describe = lambda e: f"{type(e).__name__}: {str(e).splitlines()[0][:200]}" if e else "nothing"  # noqa: E731
+        return Result("error", f"cpu raised {describe(ref_err)}; xla raised {describe(got_err)}")
+    strides = []
+    for name, ref in tensors_in(ref_ns).items():
+        got = got_ns.get(name)
+        diff = _compare_tensor(name, ref, got, strides)
+        if diff is None and ref.is_leaf and ref.requires_grad:
+            if ref.grad is not None:
+                diff = _compare_tensor(f"{name}.grad", ref.grad, got.grad, strides)
+            elif got.grad is not None:
+                diff = f"{name}.grad: a tensor on xla, None on cpu"
+        if diff:
+            return Result("mismatch", diff, strides)
+    try:
+        torch.testing.assert_close(got_ns["reads"], ref_ns["reads"], rtol=1e-4, atol=1e-4, equal_nan=True)
+    except (AssertionError, TypeError, ValueError) as e:
+        return Result("mismatch", f"reads differ ({' '.join(str(e).split())[:200]})", strides)
+    return Result("ok", "", strides)
+
+
+def main(argv=None):
+    from shrink import shrink
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seeds", type=int, default=1000, help="run seeds 0..N-1")
+    parser.add_argument("--start", type=int, default=0)
+    parser.add_argument("--no-shrink", action="store_true")
+    args = parser.parse_args(argv)
+    t0 = time.time()
+    failures, stride_notes = [], []
+    for seed in range(args.start, args.start + args.seeds):
+        program = generate(seed)
+        result = compare(program)
+        stride_notes += [f"seed {seed}: {note}" for note in result.stride_diffs]
+        if not result.ok:
+            failures.append((program, result))
+            print(f"seed {seed}: {result.status}: {result.detail}", flush=True)
+    print(f"{args.seeds - len(failures)} passed, {len(failures)} failed ({time.time() - t0:.0f} s)")
+    print(f"stride differences (reported, not failed): {len(stride_notes)}", *stride_notes[:10], sep="\n  ")
+    for program, result in failures:
+        small = program if args.no_shrink else shrink(program)
+        print(f"\n# seed {program.seed}: {compare(small).detail}\n{small.source('xla')}")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

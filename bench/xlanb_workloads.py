@@ -77,8 +77,9 @@ def device_bytes(step) -> dict:
     return {f"device_{k}": memory.get(f"{k}_size_in_bytes", 0) for k in ("argument", "output", "temp", "alias")}
 
 
-def w3(compiled: bool):
-    body = w3_setup("xla")
+def first_step(body, compiled: bool):
+    """(body, step, seconds of the first step): the training step, `xlanb.compile`d or lazy, where a
+    step is the body then `xlanb.sync(wait=True)`; the first one compiles."""
     if compiled:
         body = xlanb.compile(body, name="train_step")
     xlanb.sync(wait=True)
@@ -88,7 +89,11 @@ def w3(compiled: bool):
         xlanb.sync(wait=True)
     t0 = perf()
     step()
-    first = perf() - t0
+    return body, step, perf() - t0
+
+
+def w3(compiled: bool):
+    body, step, first = first_step(w3_setup("xla"), compiled)
     rss = {1: rss_bytes()}
     steps = 1000 if not compiled else W3_STEPS + 4
     times = []
@@ -115,17 +120,7 @@ def w3(compiled: bool):
 
 
 def w4(compiled: bool):
-    body = w4_setup("xla")
-    if compiled:
-        body = xlanb.compile(body, name="train_step")
-    xlanb.sync(wait=True)
-
-    def step():
-        body()
-        xlanb.sync(wait=True)
-    t0 = perf()
-    step()
-    first = perf() - t0
+    body, step, first = first_step(w4_setup("xla"), compiled)
     step()
     after_two = compiles()
     times = timeit(step, n=W4_STEPS, warmup=1)

@@ -255,9 +255,7 @@ def make_unary(func, plan: OpPlan):
             memo[na.meta] = (m, key)
         args = (na,)
         if _rt.eager and na.buffer is not None and _rt.observer is None:
-            fast_key = (name, na.meta)
-            out = eager_replay(fast_key, name, m, (na.buffer,), None)
-            return out if out is not None else eager_run(new_node(func, name, args, None, args, m, key), fast_key)
+            return _eager_op(func, name, args, args, m, key, (name, na.meta), (na.buffer,), None)
         location = user_location() if _rt.track_locations else None
         return new_tensor(new_node(func, name, args, None, args, m, key, location), m)
     return h
@@ -321,7 +319,11 @@ def _eager_binary(func, name, na, nb, nargs, operands, m, key, memo_key):
         buffers = (na.buffer,)
         if type(nb) is Scalar:
             scalar = nb.value
-    fast_key = (name, memo_key, alias)
+    return _eager_op(func, name, nargs, operands, m, key, (name, memo_key, alias), buffers, scalar)
+
+
+def _eager_op(func, name, nargs, operands, m, key, fast_key, buffers, scalar):
+    """Replays the op's executable on its input buffers, or the first time records and runs it."""
     out = eager_replay(fast_key, name, m, buffers, scalar)
     return out if out is not None else eager_run(new_node(func, name, nargs, None, operands, m, key), fast_key)
 

@@ -50,9 +50,12 @@ def raise_deferred() -> None:
         ) from error
 
 
-def execute(roots: list[Node], *, name: str, eager: bool, cause: str, frames=(), donate: bool) -> None:
-    """Compiles (or fetches) and runs the graph behind `roots`, then stores the results."""
-    graph = build_graph(roots, name)
+def execute(roots: list[Node], *, name: str, eager: bool, cause: str, frames=(), donate: bool,
+            graph=None) -> None:
+    """Compiles (or fetches) and runs the graph behind `roots` (`graph`, when the caller built it),
+    then stores the results."""
+    if graph is None:
+        graph = build_graph(roots, name)
     if donate:
         overwritten = _rt.overwritten
         positions = tuple(i for i, n in enumerate(graph.inputs) if n in overwritten)
@@ -160,19 +163,15 @@ def realize(t: LazyTensor, cause: str) -> Node:
     if n.buffer is None:
         frames = user_frames(_rt.config.max_frames)
         check_execution(cause, frames)
-        roots = _with_computed_alongside(n)
-        emit(events.Sync(kind="value", name=_rt.graph_name, roots=len(roots), cause=cause, frames=frames))
-        execute(roots, name=_rt.graph_name, eager=False, cause=cause, frames=frames, donate=False)
+        name = _rt.graph_name
+        graph = build_graph([n], name)
+        inside = set(graph.order)
+        roots = [n] + [r for r in pending_roots() if r is not n and r in inside]
+        if len(roots) > 1:             # the same nodes, more outputs: walk again for the key
+            graph = None
+        emit(events.Sync(kind="value", name=name, roots=len(roots), cause=cause, frames=frames))
+        execute(roots, name=name, eager=False, cause=cause, frames=frames, donate=False, graph=graph)
     return n
-
-
-def _with_computed_alongside(n: Node) -> list[Node]:
-    """n, then the base nodes of live pending holders that lie inside n's graph."""
-    pending = pending_roots()
-    if len(pending) < 2:
-        return [n]
-    inside = set(build_graph([n], "").order)
-    return [n] + [r for r in pending if r is not n and r in inside]
 
 
 def copy_across(dst: torch.Tensor, src: torch.Tensor) -> torch.Tensor:

@@ -147,6 +147,9 @@ def infer_meta(func, plan: OpPlan, nargs, nkwargs):
             raise NoMetaKernel(text) from e
         _raise_cpu_error(func, margs, mkwargs)
         raise
+    except (IndexError, ValueError, TypeError):     # a meta kernel's Python error: CPU's type wins
+        _raise_cpu_error(func, margs, mkwargs)
+        raise
     fix = _CPU_META.get(plan.name)
     if fix is not None:
         out = fix(func, margs, mkwargs, out)
@@ -209,7 +212,7 @@ def _raise_cpu_error(func, margs, mkwargs) -> None:
         return
     try:
         func(*[_on_cpu(a) for a in margs], **{k: _on_cpu(v) for k, v in mkwargs.items()})
-    except RuntimeError as cpu_error:
+    except (RuntimeError, IndexError, ValueError, TypeError) as cpu_error:
         raise type(cpu_error)(str(cpu_error)) from None
 
 

@@ -89,6 +89,8 @@ def pending_node_count() -> int:
 
 def sync(wait: bool = False, cause: str = "xlanb.sync") -> None:
     """Compiles and launches the pending graph of all live tensors (torch_xla's mark_step)."""
+    if type(wait) is not bool:
+        raise TypeError(f"xlanb.sync(wait=...) must be True or False, got {type(wait).__name__} {wait!r}")
     raise_deferred()
     roots = pending_roots()
     frames = user_frames(_rt.config.max_frames) if roots else ()

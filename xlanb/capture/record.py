@@ -87,6 +87,25 @@ def _convert(x, kind):
     return x
 
 
+# As on CUDA: indices may be CPU tensors; other ops take CPU tensors of 0 dims only (as numbers).
+_TAKE_CPU_TENSORS = {"aten.index.Tensor", "aten.index_put.default", "aten.index_put_.default",
+                     "aten._index_put_impl_.default", "aten._unsafe_index.Tensor", "aten._unsafe_index_put.default"}
+
+
+def check_devices(plan: OpPlan, args, kwargs) -> None:
+    """An op on xla tensors refuses CPU tensors with dimensions, as torch refuses mixing CUDA and
+    CPU (capture's own callers may pass CPU inputs: they become graph inputs)."""
+    if plan.name in _TAKE_CPU_TENSORS:
+        return
+    for x in (*args, *(kwargs or {}).values()):
+        for y in (x if type(x) in (list, tuple) else (x,)):
+            if type(y) is not LazyTensor and isinstance(y, torch.Tensor) and y.dim():
+                raise RuntimeError(
+                    f"Expected all tensors to be on the same device, but found at least two devices, "
+                    f"{_rt.device} and {y.device}! ({plan.name} got a {y.device} tensor of shape {list(y.shape)}: "
+                    f"move it with .to('{_rt.device}'); a 0-dim CPU tensor or a Python number may stay)")
+
+
 def to_node_args(plan: OpPlan, args, kwargs):
     kinds = plan.positional
     nargs = tuple(_convert(a, kinds[i] if i < len(kinds) else OTHER) for i, a in enumerate(args))

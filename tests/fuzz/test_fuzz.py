@@ -119,3 +119,11 @@ def test_set_shares_the_source_storage():
     """set_(src) was a copy broadcast to the old shape (a lowering error at the next sync)."""
     assert_matches_cpu(["x = torch.randn(4, 6).to(d)", "y = torch.randn(3, 2).to(d)", "x.set_(y)", "x.add_(1)",
                         "r = y * 1"])
+
+
+def test_matmul_of_bool_tensors_raises_as_on_cpu():
+    """Fuzz seed 5319: CPU has no bool kernel for dot/mm; XLA would have computed one."""
+    assert_matches_cpu(["m = (torch.randn(4, 6) > 0).to(d)", "t = m.all(0)",
+                        "try:\n    r = t @ t\nexcept Exception as ex:\n    errors.append(type(ex).__name__)",
+                        "try:\n    r = m.t() @ m\nexcept Exception as ex:\n    errors.append(type(ex).__name__)",
+                        "k = m.sum(0) + m.any(1).sum()"])

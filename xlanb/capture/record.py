@@ -170,8 +170,12 @@ def infer_meta(func, plan: OpPlan, nargs, nkwargs):
     except (IndexError, ValueError, TypeError):     # a meta kernel's Python error: CPU's type wins
         _raise_cpu_error(func, margs, mkwargs)
         raise
-    if _POINTWISE in func.tags and all(a.dtype in _PROBED for a in margs if isinstance(a, torch.Tensor)):
-        _check_dtypes_on_cpu(func, margs, mkwargs)
+    tensors = [a for a in margs if isinstance(a, torch.Tensor)]
+    if _POINTWISE in func.tags:
+        if all(a.dtype in _PROBED for a in tensors):
+            _check_dtypes_on_cpu(func, margs, mkwargs)
+    elif any(a.dtype == torch.bool for a in tensors) and sum(a.numel() for a in tensors) <= 4096:
+        _check_bool_kernel_on_cpu(func, margs, mkwargs)
     fix = _CPU_META.get(plan.name)
     if fix is not None:
         out = fix(func, margs, mkwargs, out)
@@ -253,6 +257,19 @@ def _check_dtypes_on_cpu(func, margs, mkwargs) -> None:
             func(*[_one(a) for a in margs], **{k: _one(v) for k, v in mkwargs.items()})
     except _PROBE_ERRORS as cpu_error:
         raise type(cpu_error)(str(cpu_error)) from None
+
+
+def _check_bool_kernel_on_cpu(func, margs, mkwargs) -> None:
+    """CPU has no bool kernel for many ops that XLA computes (`@` of bool tensors): a small op
+    with bool inputs runs once per signature on CPU zeros and CPU's "not implemented for 'Bool'"
+    is raised."""
+    try:
+        with torch.no_grad(), host_dispatch():
+            func(*[_on_cpu(a) for a in margs], **{k: _on_cpu(v) for k, v in mkwargs.items()})
+    except NotImplementedError as cpu_error:
+        raise NotImplementedError(str(cpu_error)) from None
+    except Exception:       # noqa: BLE001 - only the missing-kernel error is CPU's verdict on the dtype
+        pass
 
 
 def _raise_cpu_error(func, margs, mkwargs) -> None:

@@ -16,7 +16,7 @@ import numpy as np
 import torch
 
 from xlanb import events
-from xlanb.capture.frames import user_frames
+from xlanb.capture.frames import library_site, user_frames
 from xlanb.capture.tensor import (LazyTensor, base_node, holder_node, new_tensor, prune_pending, tensor_meta,
                                   view_chain, write)
 from xlanb.ir.graph import build_graph, graph_lines
@@ -163,9 +163,15 @@ def realize(t: LazyTensor, cause: str) -> Node:
     n = base_node(t)
     if n.buffer is None:
         frames = user_frames(_rt.config.max_frames)
-        check_execution(cause, frames)
+        site = library_site()
+        if site:
+            cause = f"{cause} in {site}"
         name = _rt.graph_name
         graph = build_graph([n], name)
+        if graph.inputs:
+            check_execution(cause, frames)
+        else:       # a value made from shapes and constants only: it cuts nothing, even in full_graph
+            cause = f"{cause}, derivable from shapes (no graph cut)"
         inside = {node: i for i, node in enumerate(graph.order)}
         pending = pending_roots()
         extra = {r for r in pending if r in inside}

@@ -24,6 +24,7 @@ import torch
 from xlanb.capture.record import plan_of
 from xlanb.capture.tensor import LazyTensor, value
 from xlanb.ir.node import Node, Scalar, const_key, lift, make_node, meta_of
+from xlanb.runtime.transfer import download
 
 _new_scalar = object.__new__
 
@@ -182,6 +183,19 @@ def _view_meta(step, piece: Node, args: tuple):
     if meta is None:
         meta = plan.meta_cache[key] = meta_of(step.op(piece.meta.empty(), *args))
     return meta
+
+
+def host_cat(node: Node) -> torch.Tensor | None:
+    """The value of a pending cat whose pieces are all device data, joined on the host (a copy, so
+    exact): reading the tokens `generate()` returns compiles nothing, whatever their number.
+    None when it is not such a cat."""
+    if node.name != _CAT or node.buffer is not None:
+        return None
+    pieces = node.args[0]
+    if any(type(p) is not Node or p.buffer is None or p.meta.dtype is not node.meta.dtype for p in pieces):
+        return None
+    dim = node.args[1] if len(node.args) > 1 else 0
+    return torch.cat([download(p.buffer) for p in pieces], dim)
 
 
 HANDLERS = {_CAT: flat_cat}

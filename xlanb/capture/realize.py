@@ -17,6 +17,7 @@ import torch
 
 from xlanb import events
 from xlanb.capture.frames import library_site, user_frames
+from xlanb.capture.growth import host_cat
 from xlanb.capture.tensor import (LazyTensor, base_node, holder_node, new_tensor, prune_pending, tensor_meta,
                                   view_chain, write)
 from xlanb.ir.graph import build_graph, graph_lines
@@ -238,8 +239,14 @@ def copy_across(dst: torch.Tensor, src: torch.Tensor) -> torch.Tensor:
 
 def to_cpu(t: LazyTensor, cause: str = "value access") -> torch.Tensor:
     """A CPU copy of t's value. Views are applied on the host: no compile for a view."""
-    n = realize(t, cause)
-    host = download(n.buffer)
+    n = base_node(t)
+    host = host_cat(n) if n.buffer is None else None
+    if host is not None:             # the pieces of a grown tensor: joined on the host, kept as device data
+        raise_deferred()
+        n.release(upload(host))
+    else:
+        n = realize(t, cause)
+        host = download(n.buffer)
     chain = view_chain(t)
     if chain:
         with torch.no_grad(), host_dispatch():

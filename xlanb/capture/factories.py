@@ -12,6 +12,7 @@ import torch
 
 from xlanb.capture import realize
 from xlanb.capture.frames import user_location
+from xlanb.capture.growth import lift_fill
 from xlanb.capture.realize import copy_across
 from xlanb.capture.rng import take_key
 from xlanb.capture.tensor import LazyTensor, new_tensor
@@ -33,6 +34,8 @@ def _record_factory(op, args: tuple, kwargs: dict):
     kwargs = {k: v for k, v in kwargs.items() if k not in ("device", "pin_memory", "layout", "generator")}
     meta = meta_of(op(*args, **kwargs, device="meta"))
     args = tuple(tuple(a) if isinstance(a, list) else a for a in args)
+    if op is aten.full.default:
+        args = lift_fill(args, kwargs)
     rule = lookup(str(op))
     if rule is not None and rule.rng:
         args = (take_key(),) + args

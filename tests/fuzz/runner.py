@@ -118,6 +118,7 @@ def main(argv=None):
     parser.add_argument("--seeds", type=int, default=1000, help="run seeds 0..N-1")
     parser.add_argument("--start", type=int, default=0)
     parser.add_argument("--no-shrink", action="store_true")
+    parser.add_argument("--progress", type=int, default=0, metavar="K", help="print a line every K seeds")
     args = parser.parse_args(argv)
     t0 = time.time()
     failures, limits = [], []
@@ -129,6 +130,8 @@ def main(argv=None):
         elif not result.ok:
             failures.append((program, result))
             print(f"seed {seed}: {result.status}: {result.detail}", flush=True)
+        if args.progress and (seed - args.start + 1) % args.progress == 0:
+            print(f"... {seed - args.start + 1} seeds, {len(failures)} failed ({time.time() - t0:.0f} s)", flush=True)
     passed = args.seeds - len(failures) - len(limits)
     print(f"seeds {args.start}-{args.start + args.seeds - 1}: {passed} passed, {len(failures)} failed, "
           f"{len(limits)} met a documented limit ({time.time() - t0:.0f} s)")

@@ -112,3 +112,32 @@ def install(lazy_tensor_type, is_xla, make_lr, package: str) -> None:
     _set_capturable.__wrapped__ = original
     OptimizerVariable._set_capturable = _set_capturable
     _installed[0] = True
+
+
+# What dynamo reports, read where it puts it (optional: on a torch where these moved, the
+# compiled code still runs; only the DynamoBreak events are missing) ------------------------
+
+def listen(break_handler, after_compile) -> bool:
+    """Attaches `break_handler` to dynamo's graph-break logger (enabled, not propagated, unless
+    the user enabled it already) and `after_compile` to dynamo's end-of-compile callbacks."""
+    try:
+        import torch._logging
+        from torch._dynamo.callback import callback_handler
+        log = torch._logging.getArtifactLogger("torch._dynamo.symbolic_convert", "graph_breaks")
+    except Exception:
+        return False
+    if not log.isEnabledFor(10):        # logging.DEBUG: the user has not asked torch for them
+        log.setLevel(10)
+        log.propagate = False
+    log.addHandler(break_handler)
+    callback_handler.register_end_callback(after_compile)
+    return True
+
+
+def guard_failures() -> dict:
+    """dynamo's {code object: [guard failure texts]} (empty where this torch has none)."""
+    try:
+        from torch._dynamo.utils import guard_failures as failures
+    except ImportError:
+        return {}
+    return failures

@@ -10,6 +10,8 @@ results are right and its lazy graph is keyed per concrete shape, at the lazy pa
 from __future__ import annotations
 
 import itertools
+import os
+import re
 import time
 
 import torch
@@ -38,14 +40,17 @@ class Replay:
         return list(outs) if isinstance(outs, (tuple, list)) else [outs]
 
 
+_FRAME = re.compile(r'File "([^"]+)", line (\d+)')
+
+
 def _user_line(gm) -> str:
-    """The innermost user frame of the graph's first op, from dynamo's stack traces."""
+    """`file.py:12` of the graph's first op (its innermost frame in dynamo's stack trace)."""
     for n in gm.graph.nodes:
         trace = n.meta.get("stack_trace")
         if trace:
-            lines = [line.strip() for line in trace.strip().splitlines() if line.strip().startswith("File ")]
-            if lines:
-                return lines[-1]
+            frames = _FRAME.findall(trace)
+            if frames:
+                return f"{os.path.basename(frames[-1][0])}:{frames[-1][1]}"
     return ""
 
 

@@ -104,6 +104,8 @@ class Program:
                     placeholder_of[node] = len(self.input_kinds)
                     inputs.append(node)
                     self.input_kinds.append("tensor")
+                elif isinstance(val, (torch.SymInt, torch.SymFloat, torch.SymBool)):
+                    raise NotAProgram(f"input {n.target} is a symbolic number {val} (dynamic shapes)")
                 else:
                     raise NotAProgram(f"input {n.target} is a {type(val).__name__}, not a tensor")
             elif n.op == "call_function":

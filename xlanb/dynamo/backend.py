@@ -17,6 +17,7 @@ import time
 import torch
 
 from xlanb import events
+from xlanb.dynamo.breaks import collect_recompiles
 from xlanb.dynamo.macro import ProgramCall, _boxed
 from xlanb.dynamo.program import NotAProgram, Program
 from xlanb.state import emit, runtime_state
@@ -56,6 +57,7 @@ def _user_line(gm) -> str:
 
 def compiler(kind: str):
     def compile_fx(gm, example_inputs):
+        collect_recompiles()
         name = f"fx{next(_ids)}_{kind}"
         t0 = time.perf_counter_ns()
         try:

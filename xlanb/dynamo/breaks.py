@@ -5,8 +5,9 @@ dynamo/_torch_hooks.py with the other private API):
 - a graph break is logged on dynamo's `graph_breaks` artifact logger ("Graph break in user code
   at f.py:12 / Graph Break Reason: ..."): a handler on that logger (not propagated, so nothing is
   printed that torch would not print) turns each into an event with its user line;
-- a failed guard is appended to dynamo's guard-failure list of the code object; after each
-  frame compile (dynamo's end-of-compile callback) the new entries become "recompile" events.
+- a failed guard is appended to dynamo's guard-failure list of the code object; before each FX
+  graph reaches the backend, and after each frame compile, the new entries become "recompile"
+  events.
 """
 
 from __future__ import annotations
@@ -59,10 +60,15 @@ def recompile_reason(text: str) -> tuple[str, str]:
 _seen: dict = {}
 
 
-def _after_compile(*_args, **_kwargs) -> None:
+def collect_recompiles(*_args, **_kwargs) -> None:
+    """New guard failures since the last call, as events. Called before each FX graph reaches the
+    backend and after each frame compile (torch._dynamo.reset() drops that callback and empties
+    dynamo's lists; a list shorter than last seen is read from its start)."""
     from xlanb.dynamo import _torch_hooks
     for code, reasons in list(_torch_hooks.guard_failures().items()):
         start = _seen.get(code, 0)
+        if start > len(reasons):
+            start = 0
         for text in reasons[start:]:
             reason, _ = recompile_reason(str(text))
             name = getattr(code, "co_name", "")
@@ -80,5 +86,5 @@ def install_listeners() -> None:
     if _installed[0]:
         return
     from xlanb.dynamo import _torch_hooks
-    _torch_hooks.listen(_BreakHandler(), _after_compile)
+    _torch_hooks.listen(_BreakHandler(), collect_recompiles)
     _installed[0] = True

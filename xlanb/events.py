@@ -255,6 +255,7 @@ class DynamoGraph(Event):
     reason: str = ""
     location: str = ""                # the user line of the graph's first op, as dynamo recorded it
     ns: int = 0                       # time to lower it into a Program
+    fallback_ops: tuple[str, ...] = ()   # its ops with no lowering (torch CPU inside the executable)
 
 
 @dataclasses.dataclass(frozen=True)

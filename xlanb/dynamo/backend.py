@@ -63,12 +63,15 @@ def compiler(kind: str):
         try:
             artifact = ProgramCall(Program(gm, kind, name))
             path, reason, ops = "macro", "", artifact.program.ops
+            fallback = tuple(artifact.program.fallback_ops)
         except NotAProgram as e:
             artifact = Replay(gm, str(e))
             path, reason = "replay", str(e)
             ops = sum(1 for n in gm.graph.nodes if n.op == "call_function")
+            fallback = ()
         emit(events.DynamoGraph(name=name, kind=kind, path=path, ops=ops, inputs=len(example_inputs),
-                                reason=reason, location=_user_line(gm), ns=time.perf_counter_ns() - t0))
+                                reason=reason, location=_user_line(gm), ns=time.perf_counter_ns() - t0,
+                                fallback_ops=fallback))
         return artifact
     return compile_fx
 

@@ -29,6 +29,8 @@ from xlanb.lower.registry import lookup
 from xlanb.lower.to_jax import build_function
 
 _COPY_ = torch.ops.aten.copy_.default
+# The same value under another name (AOTAutograd keeps them for aliasing metadata): no node at all.
+_IDENTITY = {"aten.alias.default", "aten.detach.default", "aten.lift_fresh_copy.default", "aten.lift_fresh.default"}
 _KEY_META = None
 
 
@@ -88,6 +90,7 @@ class Program:
     def __init__(self, gm: fx.GraphModule, kind: str, name: str):
         self.gm, self.kind, self.name = gm, kind, name
         self.ops = 0                   # ATen ops in the FX graph
+        self.fallback_ops: list[str] = []   # ops with no lowering rule (torch CPU through a callback)
         env: dict = {}
         inputs: list[Node] = []        # the IR inputs: placeholders' tensors, then RNG keys
         self.input_kinds: list = []    # per placeholder: "tensor", or ("number", value) (ignored)
@@ -126,6 +129,11 @@ class Program:
                     env[n] = src
                     continue
                 name = str(n.target)
+                if name in _IDENTITY and isinstance(n.args[0], fx.Node):
+                    source = env[n.args[0]]
+                    meta = _metas(n.meta.get("val"), n.name)
+                    env[n] = source if source.meta is meta else _as_meta(source, meta)
+                    continue
                 if n.target._schema.is_mutable:
                     raise NotAProgram(f"in-place op {name} inside the FX graph")
                 val = n.meta.get("val")
@@ -133,6 +141,8 @@ class Program:
                 args = _arg(n.args, env)
                 kwargs = {k: _arg(v, env) for k, v in n.kwargs.items() if k != "generator"} or None
                 rule = lookup(name)
+                if rule is None and name not in self.fallback_ops:
+                    self.fallback_ops.append(name)      # runs on torch CPU inside the executable
                 if rule is not None and rule.rng:
                     key = _input(_key_meta())
                     inputs.append(key)
@@ -209,6 +219,6 @@ def _as_meta(node: Node, meta: Meta) -> Node:
     if node.meta.dtype != meta.dtype:
         node = make_node(torch.ops.aten._to_copy.default, "aten._to_copy.default", (node,), {"dtype": meta.dtype},
                          meta)
-    if node.meta is not meta:
-        node = make_node(torch.ops.aten.alias.default, "aten.alias.default", (node,), None, meta)
+    if node.meta is not meta:          # the same values in another layout (strides are metadata)
+        node = make_node(torch.ops.aten.view.default, "aten.view.default", (node, meta.shape), None, meta)
     return node

@@ -46,7 +46,7 @@ class ProgramCall:
         self.calls = 0
         self._boxed_call = True     # an instance attribute: dynamo's disable() wrapper copies it
         self.cpu_inputs = 0            # CPU tensors uploaded (e.g. a non-capturable step counter)
-        n_operands = len(program.input_kinds) + program.rng_ops
+        n_operands = program.n_inputs + program.rng_ops
         self._key = (_NAME, (program,) + (NODE,) * n_operands, None, program.metas)
         self._item_keys = tuple(("xlanb.getitem", (NODE, i), None, m) for i, m in enumerate(program.metas))
 

@@ -93,7 +93,7 @@ class Program:
         self.fallback_ops: list[str] = []   # ops with no lowering rule (torch CPU through a callback)
         env: dict = {}
         inputs: list[Node] = []        # the IR inputs: placeholders' tensors, then RNG keys
-        self.input_kinds: list = []    # per placeholder: "tensor", or ("number", value) (ignored)
+        self.n_inputs = 0              # placeholders (all tensors)
         self.mutations: list[tuple[int, Node]] = []    # (placeholder index, new value node)
         placeholder_of: dict = {}
         rng_ops = 0
@@ -104,9 +104,9 @@ class Program:
                 if isinstance(val, torch.Tensor):
                     node = _input(_static_meta(val, f"input {n.target}"))
                     env[n] = node
-                    placeholder_of[node] = len(self.input_kinds)
+                    placeholder_of[node] = self.n_inputs
                     inputs.append(node)
-                    self.input_kinds.append("tensor")
+                    self.n_inputs += 1
                 elif isinstance(val, (torch.SymInt, torch.SymFloat, torch.SymBool)):
                     raise NotAProgram(f"input {n.target} is a symbolic number {val} (dynamic shapes)")
                 else:

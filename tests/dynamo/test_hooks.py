@@ -49,9 +49,11 @@ def test_a_changed_hook_signature_is_reported_too(monkeypatch):
     assert len(missing) == 1 and missing[0].startswith("VariableBuilder._type_dispatch_impl(trace_numpy) (TypeError")
 
 
-def test_dynamo_never_traces_xlanb_itself():
-    """After a graph break, dynamo compiles the frames it meets; xlanb's are on its skip list."""
+def test_dynamo_never_traces_xlanb_or_jax():
+    """At a graph break, dynamo compiles the frames it meets; xlanb's and JAX's are on its skip list."""
+    import jax.numpy as jnp
     from torch._dynamo import trace_rules
     import xlanb.capture.dispatch as dispatch
     xlanb.dynamo.register()
     assert trace_rules.check_verbose(dispatch.dispatch.__code__).skipped
+    assert trace_rules.check_verbose(jnp.zeros.__code__).skipped

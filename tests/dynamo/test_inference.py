@@ -124,3 +124,22 @@ def test_repeat_calls_after_reset_and_clear_compile_again_from_the_kept_program(
     torch.testing.assert_close(compiled(x.to("xla")).cpu(), expected)
     log = hooks.since(mark)
     assert compiles(log) == 1 and of_type(log, events.DynamoGraph) == []
+
+
+def test_a_value_read_inside_the_compiled_function_breaks_the_graph_and_runs_what_is_pending():
+    def f(x):
+        y = x.cos()
+        if y.sum() > 0:                 # data-dependent Python: a graph break and a value read
+            return y * 2
+        return y - 1
+    compiled = torch.compile(f, backend="xlanb")
+    for x in (torch.full((5,), 0.5), torch.full((5,), 3.0)):
+        mark = hooks.mark()
+        out = compiled(x.to("xla"))
+        log = hooks.since(mark)
+        assert [s.kind for s in of_type(log, events.Sync)] == ["value"]
+        torch.testing.assert_close(out.cpu(), f(x))
+    breaks = [e for e in xlanb.runtime_state().log.all() if isinstance(e, events.DynamoBreak)]
+    # one break, at the branch: dynamo compiled none of the runtime's (or JAX's) frames that ran there
+    assert [(e.kind, e.location) for e in breaks] == [("graph_break", f"test_inference.py:{f.__code__.co_firstlineno + 2}")]
+    assert breaks[0].reason.startswith("Data-dependent branching")

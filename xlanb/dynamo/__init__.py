@@ -18,6 +18,8 @@ from xlanb.dynamo._torch_hooks import TESTED_TORCH, DynamoHookMissing, check
 __all__ = ["register", "backend", "TESTED_TORCH", "DynamoHookMissing", "check"]
 
 _backend = []
+# never traced by dynamo: xlanb, and what its runtime calls in Python while a compiled function runs
+SKIPPED = ("xlanb", "jax", "jaxlib", "ml_dtypes", "opt_einsum")
 
 
 def _coerce_same_metadata_as_tangent(self, expected_metadata, expected_type=None):
@@ -48,13 +50,16 @@ def register():
     from xlanb.dynamo import _torch_hooks
     from xlanb.dynamo.backend import make_backend
     from xlanb.dynamo.breaks import install_listeners
-    _torch_hooks.install(LazyTensor, _is_xla, _xla_lr, "xlanb")
+    _torch_hooks.install(LazyTensor, _is_xla, _xla_lr, SKIPPED)
     LazyTensor.__coerce_same_metadata_as_tangent__ = _coerce_same_metadata_as_tangent
     from torch._dynamo.backends.registry import _COMPILER_FNS, register_backend
     fn = make_backend()
     if "xlanb" not in _COMPILER_FNS:
         register_backend(compiler_fn=fn, name="xlanb")
     install_listeners()
+    import torch._dynamo
+    from xlanb.runtime import outside
+    outside.use_disable(torch._dynamo.disable)
     _backend.append(_COMPILER_FNS["xlanb"])
     return _backend[0]
 

@@ -8,9 +8,10 @@ Tested on torch 2.13.0 (`TESTED_TORCH`). Both hooks reach into dynamo's internal
    xlanb's own Python. Registering `LazyTensor -> VariableBuilder.wrap_tensor` makes dynamo see
    it as a dense tensor on `xla:0`: it fakeifies it, never runs xlanb's dispatch while tracing,
    and hands the real tensors to the backend.
-2. dynamo compiles every Python frame it meets outside a graph (after a graph break), xlanb's
-   own included; `trace_rules.add("xlanb")` puts the package on its skip list, so xlanb's
-   dispatch and runtime always run as plain Python.
+2. dynamo compiles every Python frame it meets while a compiled function runs Python between its
+   graphs (at a graph break), xlanb's own and JAX's included: a value read inside a compiled
+   function lowers and runs a graph there. `trace_rules.add` puts xlanb and the JAX packages it
+   calls on dynamo's skip list (numpy is on it already), so they always run as plain Python.
 3. dynamo sets `capturable=True` on an optimizer's param groups (state on the device: no CPU
    step counter to upload and write back each step) only when every parameter is on CUDA or XPU
    (`OptimizerVariable._set_capturable`). The wrapper below treats xla parameters the same way,
@@ -83,7 +84,7 @@ def missing_message(missing: list[str]) -> str:
 _installed = [False]
 
 
-def install(lazy_tensor_type, is_xla, make_lr, package: str) -> None:
+def install(lazy_tensor_type, is_xla, make_lr, packages: tuple[str, ...]) -> None:
     """Registers the xla tensor type with dynamo and lets compiled optimizers keep their state on
     the xla device. Idempotent; raises DynamoHookMissing (nothing changed) on an unknown torch."""
     if _installed[0]:
@@ -94,7 +95,10 @@ def install(lazy_tensor_type, is_xla, make_lr, package: str) -> None:
     from torch._dynamo import trace_rules
     from torch._dynamo.variables.builder import VariableBuilder
     from torch._dynamo.variables.optimizer import OptimizerVariable
-    trace_rules.add(package)
+    from importlib.util import find_spec
+    for package in packages:
+        if find_spec(package) is not None:
+            trace_rules.add(package)
     for trace_numpy in (False, True):
         VariableBuilder._type_dispatch_impl(trace_numpy)[lazy_tensor_type] = VariableBuilder.wrap_tensor
     original = OptimizerVariable._set_capturable

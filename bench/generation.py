@@ -1,4 +1,5 @@
-"""W6: greedy HF generate() with a static cache, xlanb (lazy and eager mode) against torch CPU eager.
+"""W6: greedy HF generate() with a static cache, xlanb (lazy mode, eager mode, and the model's forward
+through torch.compile(backend="xlanb")) against torch CPU eager.
 
 A tiny Llama (2 layers, d 256, 4 heads, vocab 1000, random init), a 32-token prompt, 64 new tokens,
 `cache_implementation="static"`. Figures: milliseconds per new token (the whole generate() call,
@@ -60,9 +61,11 @@ def run_xlanb():
     expected = generate(model, ids)
     dev, dev_ids = model.to("xla"), ids.to("xla")
     metrics = {}
-    for mode in ("lazy", "eager"):
+    for mode in ("lazy", "eager", "compile"):
         xlanb.reset()
         xlanb.eager_mode(mode == "eager")
+        if mode == "compile":          # torch.compile(backend="xlanb") of the model's forward
+            dev.forward = torch.compile(dev.forward, backend="xlanb", dynamic=False)
         mark = hooks.mark()
         t0 = perf()
         out = generate(dev, dev_ids).cpu()
@@ -109,6 +112,12 @@ FIGURES = [
            "W6.lazy_per_token", None, "W6.per_token"),
     Figure("W6.lazy_vs_torch", "W6 per new token, lazy / torch CPU eager", "x",
            _vs_torch("W6.lazy_per_token"), target=_vs_torch_target(2.0)),
+    Figure("W6.compile_per_token", "W6 per new token, forward through torch.compile", "s",
+           "W6.compile_per_token", None, "W6.per_token"),
+    Figure("W6.compile_vs_torch", "W6 per new token, torch.compile / torch CPU eager", "x",
+           _vs_torch("W6.compile_per_token")),
+    Figure("W6.compile_compiles_later_calls", "W6 graphs compiled by 3 later calls, torch.compile", "n",
+           "W6.compile_compiles_later_calls", target=none_in_any_round("0 in every round")),
     Figure("W6.eager_per_token", "W6 per new token, eager mode", "s", "W6.eager_per_token", None, "W6.per_token"),
     Figure("W6.eager_vs_torch", "W6 per new token, eager mode / torch CPU eager", "x",
            _vs_torch("W6.eager_per_token")),

@@ -29,6 +29,8 @@ class Config:
     report: str = "on"              # XLANB_REPORT: on | off | compact | full (notebook cell report)
     max_frames: int = 8             # XLANB_MAX_FRAMES: user frames shown in reports
     special_scalars: bool = True    # XLANB_SPECIAL_SCALARS=0 lifts 0 and +-1 as graph inputs too
+    memory_warning: float = 0.5     # XLANB_MEMORY_WARNING: the report warns when a graph's temporaries
+                                    # take more than this share of the device's memory
 
 
 def _env_bool(value: str) -> bool:
@@ -47,6 +49,7 @@ def from_environ(environ=os.environ) -> Config:
         "XLANB_REPORT": ("report", str),
         "XLANB_MAX_FRAMES": ("max_frames", int),
         "XLANB_SPECIAL_SCALARS": ("special_scalars", _env_bool),
+        "XLANB_MEMORY_WARNING": ("memory_warning", float),
     }
     values = {}
     for name, raw in environ.items():
@@ -74,6 +77,8 @@ def _validate(cfg: Config) -> None:
         raise ValueError(f"cache_size must be >= 1, got {cfg.cache_size}")
     if not 0 <= cfg.debug <= 5:
         raise ValueError(f"debug level must be 0..5, got {cfg.debug}")
+    if not 0 < cfg.memory_warning <= 1:
+        raise ValueError(f"memory_warning must be a share in (0, 1], got {cfg.memory_warning}")
     if cfg.report not in ("on", "off", "compact", "full"):
         raise ValueError(f"report must be on, off, compact or full, got {cfg.report!r}")
 

@@ -39,7 +39,7 @@ def test_module_groups_count_every_op_once():
     assert groups == {"0": (2, 2), "1": (1, 1), "2": (2, 2), OUTSIDE: (4, 4)}
     assert sum(ops for ops, _ in groups.values()) == c.nodes
     assert [box_key(s) for s in ("blocks.0.attn.qkv", "head", "", None, "ff.2")] == \
-        ["blocks.0", "head", "<top>", OUTSIDE, "ff"]
+        ["blocks.0", "head", "<top>", OUTSIDE, "ff.2"]
 
 
 def test_the_fusion_of_the_cell_line_names_its_aten_ops_and_line():

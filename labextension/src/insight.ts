@@ -187,7 +187,8 @@ export function memorySection(m: IMemory): HTMLElement {
   d.append(t);
   const extra = [`${m.device}`, `all live buffers ${formatBytes(m.total)}`];
   if (m.capacity) {
-    extra.push(`device memory ${formatBytes(m.capacity)}`);
+    // on the CPU backend the device's memory is the host's
+    extra.push(`${m.device.endsWith('(cpu)') ? 'host' : 'device'} memory ${formatBytes(m.capacity)}`);
   }
   if (m.stats && typeof m.stats.bytes_in_use === 'number') {
     extra.push(`memory_stats: ${formatBytes(m.stats.bytes_in_use)} in use`);

@@ -12,6 +12,7 @@ import collections
 import dataclasses
 
 from xlanb.report.dag import _Box, _clip, _link, draw_dag, layout, short_op
+from xlanb.report.format import plural
 from xlanb.report.model import Dag
 
 OUTSIDE = "(outside modules)"     # ops recorded while no module ran: a loss function, the optimizer
@@ -90,19 +91,32 @@ def module_view(lines, *, dags: bool = True) -> ModuleView | None:
         return ModuleView(groups, None, ())
     key_of: dict[int, str] = {}
     members: dict[str, list] = {}
+    runs: dict[str, int] = {}          # the glue code (outside modules, the top module's own ops): runs
+    previous = None
     for line in lines:
         if line.is_input:
             continue
         key = box_key(line.scope)
+        if line.scope is None or line.scope == "":
+            # one box per run of consecutive ops, so code before and after a module call stays apart
+            # (one box for both would draw a cycle: <top> -> ff -> <top>)
+            if previous != (key, runs.get(key)):
+                runs[key] = runs.get(key, 0) + 1
+            run = runs[key]
+            previous = (key, run)
+            key = key if run == 1 else f"{key} ({run})"
+        else:
+            previous = (key, None)
         key_of[line.index] = key
         members.setdefault(key, []).append(line)
     ids = {key: i for i, key in enumerate(members)}
     boxes: dict[int, _Box] = {}
     for key, group in members.items():
         ops = [short_op(line.op) for line in group]
-        title = f"{key}: {len(ops)} ops (click to expand)\n" + "\n".join(
+        title = f"{key}: {plural(len(ops), 'op')} (click to expand)\n" + "\n".join(
             f"{op}: {n}" for op, n in collections.Counter(ops).most_common(8))
-        b = _Box(ids[key], _clip(f"{key}: {len(ops)} ops", 30), _clip(_top(ops), 30), title, "group", key=key)
+        b = _Box(ids[key], _clip(f"{key}: {plural(len(ops), 'op')}", 30), _clip(_top(ops), 30), title, "group",
+                 key=key)
         preds = []
         for line in group:
             for o in line.operands:

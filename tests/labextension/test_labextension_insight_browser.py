@@ -6,6 +6,7 @@ Screenshots go to test-output/labextension/.
 Skipped when /usr/bin/chromium or playwright is missing, unless REQUIRE_BROWSER_TESTS=1 (.ci/run).
 """
 
+import dataclasses
 import os
 import pathlib
 import re
@@ -141,3 +142,55 @@ def test_modules_fusions_and_memory_in_the_browser(browser, tmp_path, app):
         expect(table.locator("tr", has=page.locator("code", has_text=re.compile(r"^x$")))).to_contain_text("48 B")
         shot(page, memory, f"{app}-memory")
         assert [e for e in errors if re.search(r"xlanb|xl-|remoteEntry", e, re.I)] == []
+
+
+def test_html_fallback_expands_modules_with_scripts_disabled(browser):
+    """The text/html form as GitHub or an untrusted notebook shows it: no JavaScript at all; a module
+    box expands through its <details>, the fusion and memory tables are there."""
+    import torch
+    import torch.nn as nn
+
+    from xlanb import hooks
+    from xlanb.report import CellContext, build_report, render_html
+    from xlanb.report.memory import Holder, memory_section
+
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(4, 8), nn.GELU(), nn.Linear(8, 2)).to("xla")
+    x = torch.ones(3, 4, device="xla")
+    mark = hooks.mark()
+    with hooks.recording_texts(), hooks.recording_modules(), hooks.recording_locations():
+        with hooks.compile(name="fallback"):
+            y = (model(x) * 2).sum()
+        y.item()
+    report = build_report(hooks.since(mark), CellContext(execution_count=1, mode="compiled"))
+    report = dataclasses.replace(report, memory=memory_section([Holder("model.parameters", "parameters", 232, 4)],
+                                                               1024))
+    html = render_html(report)
+    assert "<script" not in html
+    context = browser.new_context(java_script_enabled=False, viewport={"width": 1200, "height": 1400})
+    page = context.new_page()
+    page.set_content(f"<html><body>{html}</body></html>")
+    graph = page.locator("details.x-graph", has=page.locator("> summary", has_text="graph fallback ["))
+    graph.locator("> summary").click()
+    modules = graph.locator("details.x-by-module")
+    modules.locator("> summary").click()
+    expect(modules.locator("svg.xlanb-dag").first).to_be_visible()
+    box = modules.locator("details.x-module", has_text="expand 1")
+    expect(box.locator("svg")).to_be_hidden()
+    box.locator("> summary").click()
+    expect(box.locator("svg")).to_be_visible()
+    expect(box.locator("svg")).to_contain_text("gelu")
+    graph.locator("details.x-fusions-details > summary").click()
+    expect(graph.locator("table.x-fusions")).to_contain_text("aten.gelu")
+    # a fusion's name in the optimized HLO links to its row (a plain anchor)
+    graph.locator("details", has=page.locator("> summary", has_text="Optimized HLO")).locator("> summary").click()
+    link = graph.locator("pre.x-code a[href^='#xlanb-fusion-']", has_text="%add_multiply_fusion").first
+    assert "aten.gelu" in link.get_attribute("title")
+    link.click()
+    assert page.evaluate("location.hash").endswith("-add_multiply_fusion")
+    page.locator("details.x-memory-details > summary").click()
+    expect(page.locator("table.x-memory")).to_contain_text("model.parameters")
+    OUTPUT.mkdir(parents=True, exist_ok=True)
+    box.scroll_into_view_if_needed()
+    page.screenshot(path=str(OUTPUT / "html-fallback-no-scripts.png"), full_page=True)
+    context.close()

@@ -112,6 +112,7 @@ def fusions(optimized: str, lines) -> tuple[Fusion, ...]:
     if entry is None:
         return ()
     by_index = {line.index: line for line in lines}
+    scoped = any(line.scope is not None for line in lines if not line.is_input)   # module scopes recorded
     found = []
     for line in comps[entry]:
         m = _INSTR.match(line)
@@ -129,7 +130,7 @@ def fusions(optimized: str, lines) -> tuple[Fusion, ...]:
             kind = f"custom-call ({t.group(1)})"
         irs = [by_index[p] for p in nodes]
         ops = _ordered(f"aten.{short_op(i.op)}" if i.op.startswith("aten::") else short_op(i.op) for i in irs)
-        modules = _ordered(scope_label(i.scope) for i in irs if i.scope is not None)
+        modules = _ordered(scope_label(i.scope) for i in irs if scoped)
         where = _ordered(i.location for i in irs)
         found.append(Fusion(name, kind, nodes, ops, modules, where, _bytes(type_text)))
         if len(found) >= MAX_FUSIONS:

@@ -10,7 +10,7 @@ import html
 
 from xlanb.report.format import format_bytes, format_ms, plural, tensors_text
 from xlanb.report.hlo import highlight
-from xlanb.report.insight import failure_html, fusions_html, memory_html, modules_html
+from xlanb.report.insight import failure_html, fusions_html, link_fusions, memory_html, modules_html
 from xlanb.report.text import eager_line, fallback_line, forced_line, marked_ir_text, pending_line, summary_line
 
 CSS = """
@@ -143,7 +143,10 @@ def _graph_details(g, r) -> str:
     for title, stage in (("StableHLO", g.stablehlo), ("Optimized HLO", g.optimized)):
         if stage is not None:
             cut = ", truncated" if stage.truncated else ""
-            parts.append(_details(f"{title} ({plural(stage.lines, 'line')}{cut})", _code(stage.text)))
+            code = _code(stage.text)
+            if stage is g.optimized and g.fusions:
+                code = link_fusions(code, g.fusions, g.key)
+            parts.append(_details(f"{title} ({plural(stage.lines, 'line')}{cut})", code))
     if g.cost or g.memory:
         tables = ""
         if g.cost:

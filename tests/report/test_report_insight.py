@@ -107,3 +107,22 @@ def test_module_boxes_expand_in_html_without_scripts():
     html = render_html(build_report(evs, cell_context()))
     assert "<script" not in html
     assert 'data-module="0"' in html and "<details class=\"x-module\"><summary>expand <code>0</code>" in html
+
+
+def test_an_executable_compiled_without_positions_still_names_its_aten_ops():
+    """JAX's disk cache ignores metadata: a graph compiled by an xlanb that named only the op keeps
+    those names; the fusion lists the ops, without modules or lines."""
+    text = """HloModule m
+
+%fused (p0: f32[4]) -> f32[4] {
+  %p0 = f32[4]{0} parameter(0)
+  ROOT %m = f32[4]{0} multiply(%p0, %p0), metadata={op_name="jit(g)/aten.mul.Tensor/mul"}
+}
+
+ENTRY %main (a: f32[4]) -> f32[4] {
+  %a = f32[4]{0} parameter(0)
+  ROOT %fusion = f32[4]{0} fusion(%a), kind=kLoop, calls=%fused, metadata={op_name="jit(g)/aten.mul.Tensor/mul"}
+}
+"""
+    (f,) = fusions(text, (events.IrLine(0, "aten::mul.Tensor", "f32[4]", (), "", "cell line 1"),))
+    assert (f.nodes, f.ops, f.modules, f.lines) == ((), ("aten.mul",), (), ())

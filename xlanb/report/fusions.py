@@ -19,6 +19,7 @@ _INSTR = re.compile(r"^\s*(?:ROOT )?%(\S+) = (\([^=]*?\)|\S+) ([a-z][\w-]*)\(")
 _CALLS = re.compile(r"(?:calls|to_apply|body|condition|branch_computations)=\{?%([\w.-]+)")
 _OP_NAME = re.compile(r'op_name="([^"]*)"')
 _ORIGIN = re.compile(r"(?:^|/)[\w.:]+ %(\d+)(?: \[[^\]]*\])?(?: [^/ ]+:\d+)?(?=/|$)")
+_OP_ONLY = re.compile(r"(?:^|/)((?:aten|prims|xlanb)\.[\w.]+?)(?=/|$)")     # an origin without a position
 _KIND = re.compile(r"kind=(k\w+)")
 _CUSTOM_TARGET = re.compile(r'custom_call_target="([^"]*)"')
 _SHAPE = re.compile(r"\b(pred|[suf]\d+|bf16|c64|c128|f8e4m3fn|f8e5m2)\[([\d,]*)\]")
@@ -83,20 +84,27 @@ def _computations(text: str) -> tuple[dict[str, list[str]], str | None]:
     return comps, entry
 
 
-def _positions(line: str) -> list[int]:
+def _positions(line: str, names: list | None = None) -> list[int]:
+    """Graph positions named in the instruction's op_name; `names` collects ATen op names of origins
+    without one (an executable from JAX's disk cache, compiled by a version that did not name positions)."""
     m = _OP_NAME.search(line)
-    return [int(p) for p in _ORIGIN.findall(m.group(1))] if m else []
+    if not m:
+        return []
+    found = [int(p) for p in _ORIGIN.findall(m.group(1))]
+    if not found and names is not None:
+        names += _OP_ONLY.findall(m.group(1))
+    return found
 
 
-def _called(comps, name: str, seen: set) -> list[int]:
+def _called(comps, name: str, seen: set, names: list) -> list[int]:
     out: list[int] = []
     if name in seen or name not in comps:
         return out
     seen.add(name)
     for line in comps[name]:
-        out += _positions(line)
+        out += _positions(line, names)
         for callee in _CALLS.findall(line):
-            out += _called(comps, callee, seen)
+            out += _called(comps, callee, seen, names)
     return out
 
 
@@ -119,9 +127,10 @@ def fusions(optimized: str, lines) -> tuple[Fusion, ...]:
         if not m or m.group(3) not in LISTED:
             continue
         name, type_text, opcode = m.groups()
-        positions = _positions(line)
+        unplaced: list[str] = []
+        positions = _positions(line, unplaced)
         for callee in _CALLS.findall(line):
-            positions += _called(comps, callee, set())
+            positions += _called(comps, callee, set(), unplaced)
         nodes = tuple(sorted(set(p for p in positions if p in by_index)))
         kind = opcode
         if opcode == "fusion" and (k := _KIND.search(line)):
@@ -129,7 +138,8 @@ def fusions(optimized: str, lines) -> tuple[Fusion, ...]:
         elif opcode == "custom-call" and (t := _CUSTOM_TARGET.search(line)):
             kind = f"custom-call ({t.group(1)})"
         irs = [by_index[p] for p in nodes]
-        ops = _ordered(f"aten.{short_op(i.op)}" if i.op.startswith("aten::") else short_op(i.op) for i in irs)
+        ops = _ordered([f"aten.{short_op(i.op)}" if i.op.startswith("aten::") else short_op(i.op) for i in irs]
+                       + [".".join(n.split(".")[:2]) for n in unplaced])
         modules = _ordered(scope_label(i.scope) for i in irs if scoped)
         where = _ordered(i.location for i in irs)
         found.append(Fusion(name, kind, nodes, ops, modules, where, _bytes(type_text)))

@@ -17,6 +17,7 @@ from xlanb.report import CellContext, Cells, build_report, location_text
 from xlanb.report.build import relocate
 from xlanb.state import runtime_state
 
+_rt = runtime_state()
 RUNTIME_MAGICS = ("xla_env", "xla_reset", "xla_debug", "xla_config")
 
 
@@ -117,13 +118,16 @@ class Extension:
             return
         try:
             report = self.build(cell, result, style)
-        except Exception as error:      # a report bug must not look like the user's cell failed
-            print(f"xlanb: could not build the cell report: {type(error).__name__}: {error}", file=sys.stderr)
+        except (Exception, KeyboardInterrupt) as error:      # the user's cell ran: it must not look failed
+            print(f"xlanb: could not build the cell report: {type(error).__name__}: {error}".rstrip(": "),
+                  file=sys.stderr)
             return
         if report is not None:
             self.show(report)
 
     def build(self, cell: CellRun, result, style: str):
+        if _rt.faults:
+            _rt.fault("report")
         eager = hooks.is_eager_mode()
         snapshot = None
         if hooks.pending_signature() != cell.pending_before:
@@ -143,7 +147,7 @@ class Extension:
         report = build_report(evs, ctx, failure=failure)
         if report.empty:
             return None
-        memory, self.memory_baseline = memory_report(self.shell.user_ns, runtime_state().jax_device(),
+        memory, self.memory_baseline = memory_report(self.shell.user_ns, _rt.jax_device(),
                                                      previous=self.memory_baseline, graphs=report.graphs,
                                                      share=config().memory_warning)
         return dataclasses.replace(report, memory=memory)

@@ -55,7 +55,8 @@ class Extension:
         self.shell.register_magics(RuntimeMagics(self.shell, self))
         self.shell.events.register("pre_run_cell", self.pre_run_cell)
         self.shell.events.register("post_run_cell", self.post_run_cell)
-        self.progress = CompileProgress(lambda data: display(data, raw=True, display_id=True))
+        self.progress = CompileProgress(lambda data: display(data, raw=True, display_id=True),
+                                        slow=lambda: config().slow_compile)
         hooks.subscribe(self.on_event)
         self._texts.enter_context(hooks.recording_texts())       # the report shows HLO and analyses
         self._texts.enter_context(hooks.recording_modules())     # and ops by module

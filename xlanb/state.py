@@ -81,8 +81,9 @@ class Runtime:
         # scopes, which belong to whoever opened them (a loaded notebook extension): not reset
         self.want_texts = 0
         # the global nn.Module hooks of capture.scopes while recording_modules() scopes are open
-        # (their count and handles): owned by whoever opened them, as want_texts is: not reset
-        self.module_hooks: list = [0, None]
+        # (their count, handles, and the labelling walk's shortcuts): owned by whoever opened them,
+        # as want_texts is: not reset
+        self.module_hooks: list = [0, None, {}]
         self._fresh()
 
     def _fresh(self) -> None:

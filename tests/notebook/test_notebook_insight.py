@@ -139,3 +139,32 @@ def test_a_failing_cell_shows_its_partial_graph_with_the_op_and_line(cell):
     assert "partial graph of the failed cell" in c.reports[0]["text/html"]
     assert cell("b.sum().item()").error is None                     # the pending work still computes
     assert xlanb.metrics.counter_value("UncachedCompile") >= 1
+
+
+def test_scopes_label_through_identity_modules_and_hold_no_graph_after_the_forward():
+    import torch
+    import torch.nn as nn
+
+    from xlanb import events, hooks
+    from xlanb.state import runtime_state
+
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin, self.same = nn.Linear(3, 3), nn.Identity()
+
+        def forward(self, x):
+            return self.same(self.lin(x).relu())
+
+    net = Net().to("xla")
+    x = torch.ones(2, 3, device="xla")
+    with hooks.recording_modules(), hooks.recording_texts():
+        mark = hooks.mark()
+        out = net(x)
+        assert runtime_state().module_hooks[2] == {}            # no autograd node held past the forward
+        out.sum().backward()
+        xlanb.sync()
+    (c,) = [e for e in hooks.since(mark) if isinstance(e, events.Compile)]
+    scopes = {line.op: line.scope for line in c.ir if not line.is_input}
+    assert scopes["aten::relu.default"] == "" and scopes["aten::threshold_backward.default"] == ""
+    assert scopes["aten::addmm.default"] == "lin"

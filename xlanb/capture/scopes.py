@@ -79,24 +79,39 @@ def _post(module, args, output) -> None:
         entry = None
     if entry is not None and torch.is_grad_enabled():
         _label(output, entry[1], entry[2])
-    _rt.module_scope = stack[-1][1] if stack else backward_scope
+    if stack:
+        _rt.module_scope = stack[-1][1]
+    else:
+        _rt.module_scope = backward_scope
+        _rt.module_hooks[2].clear()    # the outermost forward is done: hold no autograd node past it
 
 
 def _label(output, path: str, inputs: list) -> None:
     """Labels the autograd nodes the module made with its path: the walk from its outputs stops at
-    its inputs; nodes an inner module labelled keep their label (the innermost module wins)."""
+    its inputs. An inner module labelled its own nodes first (the innermost module wins); the walk
+    jumps from an inner module's outputs straight to its inputs, so each node is visited about once."""
     todo: list = []
     _grad_fns(output, todo)
+    outputs = list(todo)
+    jumps = _rt.module_hooks[2]        # id(an inner module's output node) -> that module's input nodes
     seen = {id(g) for g in inputs}
     while todo:
         g = todo.pop()
-        if id(g) in seen:
+        key = id(g)
+        if key in seen:
             continue
-        seen.add(id(g))
+        seen.add(key)
+        inner = jumps.get(key)
+        if inner is not None:
+            todo.extend(inner[1])
+            continue
         meta = g.metadata
         if LABEL not in meta:
             meta[LABEL] = path
         todo.extend(n for n, _ in g.next_functions if n is not None)
+    for g in outputs:                  # (g is kept alive while its id is a key)
+        if id(g) not in {id(i) for i in inputs}:      # an identity module passes its input through
+            jumps[id(g)] = (g, inputs)
 
 
 def backward_scope():
@@ -123,6 +138,7 @@ def _uninstall() -> None:
         hooks[1] = None
     _rt.module_scope = None
     _rt.module_stack.clear()
+    hooks[2].clear()
 
 
 @contextlib.contextmanager

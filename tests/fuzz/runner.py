@@ -118,12 +118,13 @@ def main(argv=None):
     parser.add_argument("--seeds", type=int, default=1000, help="run seeds 0..N-1")
     parser.add_argument("--start", type=int, default=0)
     parser.add_argument("--no-shrink", action="store_true")
+    parser.add_argument("--growth", action="store_true", help="add the decode-loop family (tensors grown by cat)")
     parser.add_argument("--progress", type=int, default=0, metavar="K", help="print a line every K seeds")
     args = parser.parse_args(argv)
     t0 = time.time()
     failures, limits = [], []
     for seed in range(args.start, args.start + args.seeds):
-        program = generate(seed)
+        program = generate(seed, growth=args.growth)
         result = compare(program)
         if result.status == "limit":
             limits.append(seed)

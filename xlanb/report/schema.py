@@ -87,6 +87,17 @@ SCHEMA: dict = {
                  "recompiles", "pending", "errors", "timeline", "text"],
     "properties": {
         "version": {"type": "string", "pattern": r"^1\.\d+$"},
+        "torch_compile": {"type": ["object", "null"], "required": ["graphs", "breaks", "recaptures", "lines"],
+                          "properties": {
+                              "graphs": {"type": "array", "items": {"type": "object", "required": [
+                                  "name", "kind", "path", "ops", "inputs", "reason", "location"], "properties": {
+                                  "name": {"type": "string"}, "kind": {"enum": ["forward", "backward", "inference"]},
+                                  "path": {"enum": ["macro", "replay"]}, "ops": _count, "inputs": _count,
+                                  "reason": {"type": "string"}, "location": {"type": "string"}}}},
+                              "breaks": {"type": "array", "items": {"type": "object", "required": ["reason", "location"]}},
+                              "recaptures": {"type": "array", "items": {"type": "object",
+                                                                        "required": ["reason", "location"]}},
+                              "lines": {"type": "array", "items": {"type": "string"}}}},
         "state": {"type": ["object", "null"], "properties": {
             "mode": {"enum": ["eager", "lazy"]}, "pending_nodes": {"type": "integer", "minimum": 0},
             "cache_size": {"type": "integer", "minimum": 0}}},

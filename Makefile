@@ -15,7 +15,7 @@ EXT_BUILT := xlanb/labextension/package.json
 EXT_DIR := $(VENV)/share/jupyter/labextensions/xlanb-lab
 WIDGET_BUILT := xlanb/notebook/static/widget.js
 
-.PHONY: setup labextension widget test test-ops-full lab docs bench fuzz clean
+.PHONY: setup labextension widget wheel test test-ops-full lab docs bench fuzz clean
 
 $(STAMP): pyproject.toml requirements-dev.txt
 	$(PYTHON) -m venv $(VENV)
@@ -51,6 +51,13 @@ labextension: $(EXT_DIR)/package.json
 widget: $(WIDGET_BUILT)
 
 setup: $(STAMP) labextension widget
+
+# dist/xlanb-<version>-py3-none-any.whl with the prebuilt extension and widget: `pip install` it where
+# xlanb is not on PyPI (a fresh Colab: upload it, then %pip install xlanb-*.whl); no node needed there
+wheel: setup
+	rm -rf dist
+	$(PY) -m pip wheel . --no-deps -q -w dist
+	@ls dist/*.whl
 
 test: setup
 	$(PY) -m pytest -q

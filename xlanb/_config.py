@@ -29,6 +29,10 @@ class Config:
     report: str = "on"              # XLANB_REPORT: on | off | compact | full (notebook cell report)
     max_frames: int = 8             # XLANB_MAX_FRAMES: user frames shown in reports
     special_scalars: bool = True    # XLANB_SPECIAL_SCALARS=0 lifts 0 and +-1 as graph inputs too
+    memory_warning: float = 0.5     # XLANB_MEMORY_WARNING: the report warns when a graph's temporaries
+                                    # take more than this share of the device's memory
+    slow_compile: float = 30.0      # XLANB_SLOW_COMPILE: seconds after which the notebook says a compile is
+                                    # still running and how to interrupt it
 
 
 def _env_bool(value: str) -> bool:
@@ -47,6 +51,8 @@ def from_environ(environ=os.environ) -> Config:
         "XLANB_REPORT": ("report", str),
         "XLANB_MAX_FRAMES": ("max_frames", int),
         "XLANB_SPECIAL_SCALARS": ("special_scalars", _env_bool),
+        "XLANB_MEMORY_WARNING": ("memory_warning", float),
+        "XLANB_SLOW_COMPILE": ("slow_compile", float),
     }
     values = {}
     for name, raw in environ.items():
@@ -74,6 +80,10 @@ def _validate(cfg: Config) -> None:
         raise ValueError(f"cache_size must be >= 1, got {cfg.cache_size}")
     if not 0 <= cfg.debug <= 5:
         raise ValueError(f"debug level must be 0..5, got {cfg.debug}")
+    if cfg.slow_compile <= 0:
+        raise ValueError(f"slow_compile must be > 0 seconds, got {cfg.slow_compile}")
+    if not 0 < cfg.memory_warning <= 1:
+        raise ValueError(f"memory_warning must be a share in (0, 1], got {cfg.memory_warning}")
     if cfg.report not in ("on", "off", "compact", "full"):
         raise ValueError(f"report must be on, off, compact or full, got {cfg.report!r}")
 

@@ -67,6 +67,7 @@ class IrLine:
     location: str = ""
     roots: tuple[int, ...] = ()
     is_input: bool = False
+    scope: str | None = None          # the nn.Module path ("" the outermost module), when recorded
 
     def text(self) -> str:
         if self.is_input:
@@ -77,6 +78,8 @@ class IrLine:
                 body += ", " + self.attrs
         if self.location:
             body += f", location={self.location}"
+        if self.scope is not None and not self.is_input:
+            body += f", module={self.scope or '<top>'}"
         return f"%{self.index} = {body}" + "".join(f", ROOT={r}" for r in self.roots)
 
 

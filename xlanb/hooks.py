@@ -18,10 +18,11 @@ from xlanb.capture.frames import user_frames
 from xlanb.capture.detector import GraphLimitError
 from xlanb.capture.modes import UnexpectedExecution, compile, eager_mode, eager_mode_context, is_eager_mode
 from xlanb.capture.realize import pending_node_count, pending_snapshot
+from xlanb.capture.scopes import recording_modules
 from xlanb.state import runtime_state
 
 __all__ = ["mark", "since", "subscribe", "unsubscribe", "snapshot_pending", "pending_signature", "status",
-           "recording_texts", "recording_locations", "set_location_namer", "user_frames", "compile",
+           "recording_texts", "recording_locations", "recording_modules", "set_location_namer", "user_frames", "compile",
            "eager_mode", "eager_mode_context", "is_eager_mode", "UnexpectedExecution", "GraphLimitError"]
 
 _rt = runtime_state()

@@ -7,6 +7,7 @@
  */
 
 import { codeBox, formatBytes, formatMs, h, kvTable, plural, svgBox, table, tabs, tensorsText } from './dom';
+import { failureLine, fusionsTable, irPanel, linkFusions, memorySection, modulesPanel } from './insight';
 import { IGraph, IPending, IReport, isSupported } from './types';
 
 export interface IRenderOptions {
@@ -58,7 +59,13 @@ function notes(r: IReport): HTMLElement | null {
     }
   }
   if (r.pending) {
+    if (r.pending.failure) {
+      add('error', 'failed', r.pending.failure.text);
+    }
     add('pending', 'pending', pendingText(r.pending));
+  }
+  for (const w of r.memory ? r.memory.warnings : []) {
+    add('error', 'memory', w);
   }
   return ul.children.length ? ul : null;
 }
@@ -134,10 +141,7 @@ export function graphTabs(g: IGraph, opts: IRenderOptions, initial = 0, compact 
   if (!compact) {
     items.push(overview);
   }
-  items.push([
-    compact ? 'IR' : `IR (${g.ir.nodes})`,
-    () => codeBox(g.ir.text, { note: g.ir.truncated ? 'truncated: %xla_report full shows every line' : '' })
-  ]);
+  items.push([compact ? 'IR' : `IR (${g.ir.nodes})`, () => irPanel(g.ir)]);
   let dagTab: [string, () => HTMLElement] | null = null;
   if (g.dag) {
     const dag = g.dag;
@@ -155,6 +159,12 @@ export function graphTabs(g: IGraph, opts: IRenderOptions, initial = 0, compact 
       items.push(dagTab);
     }
   }
+  const modules = g.modules;
+  if (modules && !compact) {
+    items.push([`Modules (${modules.groups.length})`, () => modulesPanel(modules, opts.trusted)]);
+  }
+  const fusions = g.fusions || [];
+  let openFusion: (name: string) => void = () => undefined;
   const stages: [string, 'stablehlo' | 'optimized'][] = [
     ['StableHLO', 'stablehlo'],
     [compact ? 'Optimized' : 'Optimized HLO', 'optimized']
@@ -164,11 +174,16 @@ export function graphTabs(g: IGraph, opts: IRenderOptions, initial = 0, compact 
     if (stage) {
       items.push([
         title,
-        () =>
-          codeBox(stage.text, {
+        () => {
+          const box = codeBox(stage.text, {
             hideMeta: key === 'optimized',
             note: `${plural(stage.lines, 'line')}${stage.truncated ? ', truncated' : ''}`
-          })
+          });
+          if (key === 'optimized' && fusions.length) {
+            linkFusions(box, fusions, name => openFusion(name));
+          }
+          return box;
+        }
       ]);
     }
   }
@@ -177,6 +192,9 @@ export function graphTabs(g: IGraph, opts: IRenderOptions, initial = 0, compact 
       items.push(dagTab);
     }
     return tabs(items, initial);
+  }
+  if (fusions.length) {
+    items.push([`Fusions (${fusions.length})`, () => fusionsTable(fusions)]);
   }
   if (g.cost || g.memory) {
     items.push([
@@ -204,7 +222,19 @@ export function graphTabs(g: IGraph, opts: IRenderOptions, initial = 0, compact 
       }
     ]);
   }
-  return tabs(items, initial);
+  const box = tabs(items, initial);
+  // a fusion's name in the optimized HLO opens the Fusions tab at its row
+  openFusion = (name: string) => {
+    const tab = Array.from(box.querySelectorAll('.xl-tab')).find(b => (b.textContent || '').startsWith('Fusions'));
+    (tab as HTMLElement | undefined)?.click();
+    const row = box.querySelector(`tr[data-fusion="${CSS.escape(name)}"]`);
+    if (row) {
+      box.querySelectorAll('tr.xl-hit').forEach(x => x.classList.remove('xl-hit'));
+      row.classList.add('xl-hit');
+      row.scrollIntoView({ block: 'nearest' });
+    }
+  };
+  return box;
 }
 
 function graphSection(g: IGraph, r: IReport, opts: IRenderOptions): HTMLElement {
@@ -262,11 +292,24 @@ function eagerSection(r: IReport): HTMLElement | null {
 }
 
 function pendingSection(p: IPending, opts: IRenderOptions): HTMLElement {
-  const d = h('details', { class: 'xl-pending-ir' }, h('summary', {}, `pending IR (${plural(p.nodes, 'node')})`));
-  const items: [string, () => HTMLElement][] = [['IR', () => codeBox(p.ir.text)]];
+  const failure = p.failure;
+  const title = failure ? 'partial graph of the failed cell' : 'pending IR';
+  const d = h(
+    'details',
+    { class: 'xl-pending-ir', open: !!failure },
+    h('summary', {}, `${title} (${plural(p.nodes, 'node')})`)
+  );
+  if (failure) {
+    d.append(failureLine(failure));
+  }
+  const items: [string, () => HTMLElement][] = [['IR', () => irPanel(p.ir, failure ? failure.highlight : [])]];
   if (p.dag) {
     const svg = p.dag.svg;
     items.push(['DAG', () => svgBox(svg, opts.trusted)]);
+  }
+  const modules = p.modules;
+  if (modules) {
+    items.push(['Modules', () => modulesPanel(modules, opts.trusted)]);
   }
   d.append(tabs(items));
   return d;
@@ -323,6 +366,9 @@ export function renderReport(r: unknown, opts: IRenderOptions): HTMLElement {
     }
     if (r.pending) {
       top.append(pendingSection(r.pending, opts));
+    }
+    if (r.memory) {
+      top.append(memorySection(r.memory));
     }
     const t = timelineSection(r, opts);
     if (t) {

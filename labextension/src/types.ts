@@ -35,6 +35,62 @@ export interface IDag {
   svg: string;
 }
 
+/** One IR line (schema 1.2 adds `scope`, the nn.Module path; null outside modules). */
+export interface IIrLine {
+  index: number;
+  op: string;
+  text: string;
+  is_input?: boolean;
+  location?: string;
+  scope?: string | null;
+}
+
+export interface IModules {
+  groups: { path: string; ops: number; total: number; top: string }[];
+  dag: IDag | null;
+  expanded: Record<string, IDag>;
+}
+
+export interface IFusion {
+  name: string;
+  kind: string;
+  nodes: number[];
+  ops: string[];
+  modules: string[];
+  lines: string[];
+  out_bytes: number;
+  text: string;
+}
+
+export interface IFailure {
+  error: string;
+  op: string;
+  where: IWhere | null;
+  highlight: number[];
+  text: string;
+}
+
+export interface IMemory {
+  holders: {
+    name: string;
+    kind: string;
+    bytes: number;
+    tensors: number;
+    pending: number;
+    change: number | null;
+  }[];
+  others: number;
+  others_bytes: number;
+  attributed: number;
+  total: number;
+  change: number | null;
+  device: string;
+  capacity: number | null;
+  stats: Record<string, number> | null;
+  warnings: string[];
+  text: string;
+}
+
 export interface IHloStage {
   text: string;
   lines: number;
@@ -71,6 +127,8 @@ export interface IGraph {
   hlo: { stablehlo: IHloStage | null; optimized: IHloStage | null } | null;
   cost: Record<string, number> | null;
   memory: Record<string, number> | null;
+  modules?: IModules | null;
+  fusions?: IFusion[];
 }
 
 export interface ICached {
@@ -109,6 +167,8 @@ export interface IPending {
   unnamed: number;
   ir: IIr;
   dag: IDag | null;
+  modules?: IModules | null;
+  failure?: IFailure | null;
 }
 
 export interface ITransfer {
@@ -170,6 +230,7 @@ export interface IReport {
   timeline: { spans: unknown[]; omitted: number; svg: string };
   text: string;
   state?: IRuntimeState;
+  memory?: IMemory | null;
 }
 
 /** True for a report this extension can render (major version 1). */

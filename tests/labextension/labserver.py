@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import pathlib
+import shutil
 import signal
 import socket
 import subprocess
@@ -62,8 +63,9 @@ class Lab:
     """`with Lab(tmp_path, cells, disabled=[...]) as lab:` then open lab.url in a browser."""
 
     def __init__(self, tmp: pathlib.Path, cells: list[str], disabled: tuple[str, ...] = (), name: str = "lab",
-                 files: dict[str, dict] | None = None):
-        self.tmp, self.name = tmp, name
+                 files: dict[str, dict] | None = None, app: str = "lab"):
+        """`app`: "lab" (JupyterLab) or "notebook" (Jupyter Notebook 7, the same prebuilt extension)."""
+        self.tmp, self.name, self.app = tmp, name, app
         self.port, self.token = free_port(), "xlanb-test-token"
         self.root = tmp / "root"
         self.root.mkdir()
@@ -83,6 +85,10 @@ class Lab:
         (dirs["JUPYTER_CONFIG_DIR"] / "labconfig").mkdir()
         (dirs["JUPYTER_CONFIG_DIR"] / "labconfig" / "page_config.json").write_text(
             json.dumps({"disabledExtensions": {name: True for name in disabled}}))
+        # this checkout's built extension shadows an installed copy (the first labextensions dir wins)
+        built = REPO / "xlanb" / "labextension"
+        if (built / "package.json").is_file():
+            shutil.copytree(built, dirs["JUPYTER_DATA_DIR"] / "labextensions" / "xlanb-lab")
         spec = dirs["JUPYTER_DATA_DIR"] / "kernels" / KERNEL
         spec.mkdir(parents=True)
         (spec / "kernel.json").write_text(json.dumps({
@@ -94,18 +100,22 @@ class Lab:
         env = {k: v for k, v in os.environ.items() if not k.startswith(("JUPYTER", "JPY_"))}
         env.update({k: str(v) for k, v in dirs.items()})
         env["PYTHONUNBUFFERED"] = "1"
+        env["JUPYTER_PATH"] = str(dirs["JUPYTER_DATA_DIR"])     # searched before the venv's: the copy above wins
         return env
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}/lab/tree/test.ipynb?token={self.token}"
+        path = "notebooks" if self.app == "notebook" else "lab/tree"
+        return f"http://127.0.0.1:{self.port}/{path}/test.ipynb?token={self.token}"
 
     def __enter__(self) -> "Lab":
         OUTPUT.mkdir(parents=True, exist_ok=True)
-        cmd = [sys.executable, "-m", "jupyterlab", "--no-browser", "--ip=127.0.0.1", f"--port={self.port}",
+        app = "JupyterNotebookApp" if self.app == "notebook" else "LabApp"
+        cmd = [sys.executable, "-m", "notebook" if self.app == "notebook" else "jupyterlab", "--no-browser",
+               "--ip=127.0.0.1", f"--port={self.port}",
                "--ServerApp.port_retries=0", f"--IdentityProvider.token={self.token}",
-               f"--ServerApp.root_dir={self.root}", f"--LabApp.workspaces_dir={self.tmp / 'workspaces'}",
-               f"--LabApp.user_settings_dir={self.tmp / 'settings'}", "--LabApp.expose_app_in_browser=True",
+               f"--ServerApp.root_dir={self.root}", f"--{app}.workspaces_dir={self.tmp / 'workspaces'}",
+               f"--{app}.user_settings_dir={self.tmp / 'settings'}", f"--{app}.expose_app_in_browser=True",
                "--allow-root"]
         self.log = open(self.log_path, "w")
         # its own process group (start_new_session): stop() signals exactly this group

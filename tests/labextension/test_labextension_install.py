@@ -37,3 +37,44 @@ def test_pip_wheel_contains_the_prebuilt_extension(tmp_path):
     assert "xlanb/__init__.py" in names
     assert {"xlanb/notebook/static/widget.js", "xlanb/notebook/static/widget.css"} <= set(names)   # the widget's
     assert not any(n.startswith("xlanb/labextension/") for n in names)
+
+
+def test_the_wheel_installs_into_an_empty_venv_and_lists_its_extension(tmp_path):
+    """`make wheel`'s command, then a fresh venv: xlanb imports from the wheel's copy, JupyterLab lists
+    the wheel's extension enabled, and %xla_env's check finds it. The venv gets torch, jax and jupyterlab
+    from this interpreter through a .pth after its own site-packages (installing them would download
+    gigabytes); xlanb itself and the extension come only from the wheel."""
+    import os
+    import sysconfig
+    import venv
+
+    if not (REPO / "xlanb" / "labextension" / "package.json").exists():
+        pytest.skip("the extension is not built yet: `make setup` builds it")
+    dist = tmp_path / "dist"
+    result = subprocess.run([sys.executable, "-m", "pip", "wheel", str(REPO), "--no-deps", "-q", "-w", str(dist)],
+                            capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stderr[-3000:]
+    wheel = next(dist.glob("xlanb-*.whl"))
+    env_dir = tmp_path / "venv"
+    venv.create(env_dir, with_pip=True)
+    py = env_dir / "bin" / "python"
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "JUPYTER", "VIRTUAL_ENV"))}
+    for k in ("JUPYTER_CONFIG_DIR", "JUPYTER_DATA_DIR", "JUPYTER_RUNTIME_DIR"):
+        env[k] = str(tmp_path / k.lower())
+    install = subprocess.run([str(py), "-m", "pip", "install", "--no-deps", "--no-index", "-q", str(wheel)],
+                             capture_output=True, text=True, timeout=300, env=env)
+    assert install.returncode == 0, install.stderr[-3000:]
+    site = subprocess.run([str(py), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                          capture_output=True, text=True, env=env).stdout.strip()
+    (pathlib.Path(site) / "zz_dependencies.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+    probe = ("import xlanb, json; from xlanb.notebook.environment import environment; e = environment(); "
+             "print(json.dumps([xlanb.__file__, e.extension_installed, e.extension_enabled, e.extension_path]))")
+    out = subprocess.run([str(py), "-c", probe], capture_output=True, text=True, timeout=300, env=env, cwd=tmp_path)
+    assert out.returncode == 0, out.stderr[-3000:]
+    module, installed, enabled, where = json.loads(out.stdout.strip().splitlines()[-1])
+    assert module.startswith(site) and installed and enabled and where.startswith(str(env_dir))
+    listing = subprocess.run([str(py), "-m", "jupyterlab.labextensions", "list"], capture_output=True, text=True,
+                             timeout=300, env=env, cwd=tmp_path)
+    lines = [ln for ln in (listing.stdout + listing.stderr).splitlines() if NAME in ln]
+    assert lines and "enabled" in lines[0] and "OK" in lines[0], listing.stdout + listing.stderr
+    assert str(env_dir) in listing.stdout + listing.stderr

@@ -32,7 +32,7 @@ def last_compiled():
 
 def test_every_config_field_has_a_test_here():
     tested = {"cache_size", "cache_dir", "persistent_cache", "device_name", "platform", "debug", "report",
-              "max_frames", "special_scalars"}
+              "max_frames", "special_scalars", "memory_warning", "slow_compile"}   # these two: tests/notebook
     assert {f.name for f in dataclasses.fields(Config)} == tested
 
 
@@ -189,7 +189,7 @@ def test_without_special_scalars_0_and_1_share_one_graph_with_other_ints():
 # --- 2. xlanb.reset() gives a fresh runtime ---------------------------------------------------
 
 # set once (or owned by whoever subscribed or opened them) and kept by reset()
-SURVIVORS = {"log", "device", "lock", "_jax_devices", "location_namer", "want_texts"}
+SURVIVORS = {"log", "device", "lock", "_jax_devices", "location_namer", "want_texts", "module_hooks"}
 
 
 def _reset_fields() -> set[str]:

@@ -150,7 +150,7 @@ def graph_lines(graph: Graph) -> tuple[IrLine, ...]:
             if not sub_ops:
                 attrs.append(f"{k}={sub_attrs[0] if sub_attrs else v!r}")
         lines.append(IrLine(i, _op_text(n.name), meta_text(n.meta), tuple(operands), ", ".join(attrs),
-                            location, tuple(roots.get(n, ()))))
+                            location, tuple(roots.get(n, ())), scope=n.scope))
     return tuple(lines)
 
 

@@ -13,6 +13,9 @@ from __future__ import annotations
 import torch
 
 from xlanb._config import config
+from xlanb.state import runtime_state
+
+_rt = runtime_state()
 
 # Interned metadata ---------------------------------------------------------------------
 
@@ -146,6 +149,7 @@ class Node:
         "local_key",   # (name, constants, keyword constants, meta): see local_key()
         "buffer",      # the device buffer (jax.Array) once computed, else None
         "location",    # (filename, line) of the user's code that recorded it, when tracked
+        "scope",       # the nn.Module path that was running ("blocks.0.attn"), when recorded
         "__weakref__",
     )
 
@@ -213,6 +217,8 @@ def new_node(op, name: str, args: tuple, kwargs: dict | None, operands: tuple, m
     n.local_key = key
     n.buffer = None
     n.location = location
+    scope = _rt.module_scope     # None unless module scopes are recorded (capture/scopes.py)
+    n.scope = scope if scope is None or scope.__class__ is str else scope()
     return n
 
 

@@ -17,7 +17,7 @@ from jax._src import core as jax_core
 from jax._src.lax.lax import _convert_element_type
 from torch._prims_common import ELEMENTWISE_TYPE_PROMOTION_KIND, elementwise_dtypes
 
-from xlanb.ir.graph import Graph
+from xlanb.ir.graph import Graph, location_text
 from xlanb.ir.node import Meta, Node, Scalar
 from xlanb.lower import fallback
 from xlanb.lower.dtypes import to_jax_dtype
@@ -109,7 +109,8 @@ def _cast_operands(x, dtype, casts: dict | None = None):
 
 
 class Step:
-    __slots__ = ("pos", "name", "rule", "args", "kwargs", "out_dtypes", "promote_to", "op", "meta", "empty")
+    __slots__ = ("pos", "name", "rule", "args", "kwargs", "out_dtypes", "promote_to", "op", "meta", "empty",
+                 "origin")
 
 
 def _out_dtypes(meta):
@@ -157,6 +158,7 @@ def build_function(graph: Graph):
             continue
         st = Step()
         st.pos, st.name, st.op, st.meta = i, n.name, n.op, n.meta
+        st.origin = origin(n, i)
         st.rule = lookup(n.name)
         st.args = _template(n.args, index, slots)
         st.kwargs = _template(n.kwargs, index, slots) if n.kwargs else {}
@@ -188,6 +190,18 @@ def build_function(graph: Graph):
     return fn, floats, ints
 
 
+def origin(n: Node, pos: int) -> str:
+    """The name scope of a node's HLO ops, so XLA's op_name metadata (kept through fusion) says
+    where each op came from: `aten.mul.Tensor %5 [blocks.0.ff] 1234.py:4` (position in the graph,
+    module path and user line when recorded). report/fusions.py reads it back."""
+    text = f"{n.name} %{pos}"
+    if n.scope is not None:
+        text += f" [{n.scope or '<top>'}]"
+    if n.location:
+        text += f" {location_text(n.location)}"
+    return text
+
+
 def _all_empty(meta) -> bool:
     """Every output has zero elements (and there is one): nothing to compute."""
     metas = meta if isinstance(meta, tuple) else (meta,)
@@ -206,7 +220,7 @@ def run_step(st: Step, env, scalars):
     args = _fill(st.args, env, scalars)
     kwargs = _fill(st.kwargs, env, scalars) if st.kwargs else {}
     try:
-        with jax.named_scope(st.name):
+        with jax.named_scope(st.origin):
             if st.rule is None:
                 return _cast_out(fallback.lower_fallback(st.op, st.name, args, kwargs, st.meta), st.out_dtypes,
                                  st.name, st.meta)

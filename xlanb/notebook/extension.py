@@ -11,10 +11,14 @@ import contextlib
 
 from xlanb import events, hooks
 from xlanb._config import config
+from xlanb.notebook.failure import failure_of
+from xlanb.notebook.memory import memory_report
 from xlanb.report import CellContext, Cells, build_report, location_text
+from xlanb.report.build import relocate
 from xlanb.state import runtime_state
 
 _rt = runtime_state()
+RUNTIME_MAGICS = ("xla_env", "xla_reset", "xla_debug", "xla_config")
 
 
 @dataclasses.dataclass
@@ -26,6 +30,7 @@ class CellRun:
     pending_before: tuple
     compiled: bool = False                    # an %%xla_compile cell
     extra_frames: dict = dataclasses.field(default_factory=dict)
+    scopes: contextlib.ExitStack = dataclasses.field(default_factory=contextlib.ExitStack)
 
 
 class Extension:
@@ -36,6 +41,7 @@ class Extension:
         self.progress = None
         self._main = threading.main_thread()
         self._texts = contextlib.ExitStack()
+        self.memory_baseline: dict | None = None      # {holder: bytes, "": total} after the previous report
 
     # --- load / unload -------------------------------------------------------------------
     def load(self) -> None:
@@ -43,13 +49,17 @@ class Extension:
 
         from xlanb.notebook.magics import XlaMagics
         from xlanb.notebook.progress import CompileProgress
+        from xlanb.notebook.runtime_magics import RuntimeMagics
 
         self.shell.register_magics(XlaMagics(self.shell, self))
+        self.shell.register_magics(RuntimeMagics(self.shell, self))
         self.shell.events.register("pre_run_cell", self.pre_run_cell)
         self.shell.events.register("post_run_cell", self.post_run_cell)
-        self.progress = CompileProgress(lambda data: display(data, raw=True, display_id=True))
+        self.progress = CompileProgress(lambda data: display(data, raw=True, display_id=True),
+                                        slow=lambda: config().slow_compile)
         hooks.subscribe(self.on_event)
         self._texts.enter_context(hooks.recording_texts())       # the report shows HLO and analyses
+        self._texts.enter_context(hooks.recording_modules())     # and ops by module
         hooks.set_location_namer(self.name_location)
         self.previous_eager = hooks.is_eager_mode()
         hooks.eager_mode(True)            # notebooks start in eager mode
@@ -64,7 +74,8 @@ class Extension:
         self._texts.close()
         hooks.set_location_namer(None)
         magics = self.shell.magics_manager.magics
-        for kind, names in (("cell", ("xla_compile",)), ("line", ("xla_mode", "xla_report", "xla_metrics"))):
+        for kind, names in (("cell", ("xla_compile",)), ("line", ("xla_mode", "xla_report", "xla_metrics")),
+                            ("line", RUNTIME_MAGICS)):
             for name in names:
                 magics[kind].pop(name, None)
         if self.previous_eager is not None:
@@ -76,6 +87,8 @@ class Extension:
         if getattr(info, "silent", False):
             return
         self.cell = CellRun(hooks.mark(), time.time(), getattr(info, "cell_id", None), hooks.pending_signature())
+        # each op remembers its cell line: fusions, failures and recompiles name it
+        self.cell.scopes.enter_context(hooks.recording_locations())
         if config().report != "off":
             self.progress.start()
 
@@ -99,6 +112,7 @@ class Extension:
         cell, self.cell = self.cell, None
         if cell is None or getattr(result.info, "silent", False):
             return
+        cell.scopes.close()
         self.progress.stop()
         style = config().report
         if style == "off":
@@ -116,18 +130,28 @@ class Extension:
         if _rt.faults:
             _rt.fault("report")
         eager = hooks.is_eager_mode()
-        if not eager and hooks.pending_signature() != cell.pending_before:
-            hooks.snapshot_pending(self.shell.user_ns)      # an event: the report reads it
+        snapshot = None
+        if hooks.pending_signature() != cell.pending_before:
+            snapshot = hooks.snapshot_pending(self.shell.user_ns)      # an event: the report reads it
         evs = hooks.since(cell.mark)
         if not evs:
             return None
         cells = Cells(self._cell_files(), result.execution_count)
+        error = getattr(result, "error_in_exec", None)
+        failure = None
+        if error is not None and snapshot is not None:      # the partial graph of a failed cell
+            failure = failure_of(error, cells, relocate(snapshot.ir, cells))
         mode = "compiled" if cell.compiled else ("eager" if eager else "lazy")
         ctx = CellContext(
             execution_count=result.execution_count, cell_id=cell.cell_id, mode=mode, style=style, cells=cells,
             started=cell.started, finished=time.time(), extra_frames=cell.extra_frames, state=hooks.status())
-        report = build_report(evs, ctx)
-        return None if report.empty else report
+        report = build_report(evs, ctx, failure=failure)
+        if report.empty:
+            return None
+        memory, self.memory_baseline = memory_report(self.shell.user_ns, _rt.jax_device(),
+                                                     previous=self.memory_baseline, graphs=report.graphs,
+                                                     share=config().memory_warning)
+        return dataclasses.replace(report, memory=memory)
 
     def _cell_files(self) -> dict:
         """IPython's map of each cell's made-up filename to its execution count."""

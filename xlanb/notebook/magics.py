@@ -1,4 +1,4 @@
-"""The magics: %%xla_compile, %xla_mode, %xla_report, %xla_metrics."""
+"""The magics: %%xla_compile, %xla_mode, %xla_report, %xla_metrics (runtime_magics.py has the others)."""
 
 from __future__ import annotations
 

@@ -1,26 +1,56 @@
-"""A progress line while a long compile runs.
+"""Live phases: a line while a graph lowers, compiles or runs for longer than a second.
 
-Compiles run on the user's thread, so a watcher thread (started per cell) shows one
-line once a graph has been compiling for `after` seconds, updates it, and finishes it
-with the compile time. Short compiles show nothing.
+Compiles and waits run on the user's thread, so a watcher thread (started per cell) looks at
+that thread's stack every 0.1 s to tell the phase: lowering (`executor.lower_graph`),
+compiling (`Lowered.compile`), or running on the device (blocked in a wait or a download of a
+launched graph). Once a phase has lasted `after` seconds it shows one line with the phase, the
+graph's name and size and the elapsed time, updates it, and finishes it with the total. A
+compile still running after `slow` seconds (config `slow_compile`) says so, and how to interrupt
+it: the pending graph stays pending and the kernel usable. Short phases show nothing.
 """
 
 from __future__ import annotations
 
 import contextvars
 import html
+import os
+import sys
 import threading
 import time
 
 from xlanb import events
 
+_RUNTIME = os.path.join("xlanb", "runtime") + os.sep
+_STATE = os.path.join("xlanb", "state.py")
+# (file part, function) -> phase; the innermost matching frame decides
+_PHASES = (((_RUNTIME, "lower_graph"), "lowering"), ((_RUNTIME, "compile"), "compiling"),
+           ((_STATE, "wait"), "running"), ((_RUNTIME, "download"), "running"),
+           ((_RUNTIME, "__call__"), "running"))
+INTERRUPT = "Kernel > Interrupt (or the \u25a0 button) stops it; the pending graph stays pending"
+
+
+def thread_phase(thread_id: int) -> str | None:
+    """The phase the thread is in, read from its innermost xlanb frames (None: none of them)."""
+    frame = sys._current_frames().get(thread_id)
+    while frame is not None:
+        code = frame.f_code
+        for (part, function), phase in _PHASES:
+            if code.co_name == function and part in code.co_filename:
+                return phase
+        frame = frame.f_back
+    return None
+
 
 class CompileProgress:
-    def __init__(self, display, after: float = 1.0, every: float = 0.5):
+    def __init__(self, display, after: float = 1.0, every: float = 0.5, slow=None, thread_id: int | None = None):
         self.display = display          # display(bundle) -> handle with .update(bundle)
         self.after, self.every = after, every
+        self.slow = slow                # seconds, or a callable giving them (the config); None: never
+        self.thread_id = thread_id if thread_id is not None else threading.main_thread().ident
         self._lock = threading.Lock()
-        self._current: tuple | None = None      # (monotonic start, graph name, ops)
+        self._current: tuple | None = None      # (monotonic start, graph name, ops) of a compile
+        self._launched: tuple | None = None     # (graph name, ops) of the latest launch
+        self._nodes: dict[str, int] = {}        # graph key -> ops (from Compile events)
         self._stop: threading.Event | None = None
         self._thread: threading.Thread | None = None
 
@@ -31,9 +61,14 @@ class CompileProgress:
             if not e.eager and self._thread is not None:
                 with self._lock:
                     self._current = (time.monotonic(), e.name, e.nodes)
-        elif isinstance(e, (events.Compile, events.Execute)) and self._current is not None:
-            with self._lock:
-                self._current = None
+        elif isinstance(e, (events.Compile, events.Execute)):
+            if isinstance(e, events.Compile):
+                self._nodes[e.key] = e.nodes
+            elif not e.eager:
+                self._launched = (e.name, self._nodes.get(e.key))
+            if self._current is not None:
+                with self._lock:
+                    self._current = None
 
     def start(self) -> None:
         if self._thread is not None:
@@ -53,33 +88,64 @@ class CompileProgress:
         with self._lock:
             self._current = None
 
+    def _slow(self) -> float | None:
+        return self.slow() if callable(self.slow) else self.slow
+
     # --- the watcher thread ------------------------------------------------------------
+    def _state(self, now: float, run_since: list) -> tuple | None:
+        """(start, graph, ops, phase) of what the user's thread is waiting for, or None."""
+        with self._lock:
+            current = self._current
+        phase = thread_phase(self.thread_id)
+        if current is not None:
+            run_since[0] = None
+            return current + ("lowering" if phase == "lowering" else "compiling",)
+        if phase == "running" and self._launched is not None:
+            if run_since[0] is None:
+                run_since[0] = (now,) + self._launched
+            return run_since[0] + ("running",)
+        run_since[0] = None
+        return None
+
     def _watch(self, stop: threading.Event) -> None:
         handle, shown, last = None, None, 0.0
+        run_since: list = [None]
         while not stop.wait(0.1):
-            with self._lock:
-                current = self._current
             now = time.monotonic()
-            if current is not None and now - current[0] >= self.after:
-                if handle is None or shown != current:
-                    handle, shown = self.display(bundle(current, now - current[0])), current
+            state = self._state(now, run_since)
+            if state is not None and now - state[0] >= self.after:
+                if handle is None or shown[:3] != state[:3]:
+                    if handle is not None:
+                        handle.update(bundle(shown, now - shown[0], done=True), raw=True)
+                    handle, shown = self.display(bundle(state, now - state[0], slow=self._slow())), state
                     last = now
-                elif now - last >= self.every:
-                    handle.update(bundle(current, now - current[0]), raw=True)
+                elif now - last >= self.every or state[3] != shown[3]:
+                    shown = state
+                    handle.update(bundle(state, now - state[0], slow=self._slow()), raw=True)
                     last = now
-            elif shown is not None and current != shown:
+            elif shown is not None and (state is None or state[:3] != shown[:3]):
                 handle.update(bundle(shown, now - shown[0], done=True), raw=True)
                 handle, shown = None, None
         if shown is not None:
             handle.update(bundle(shown, time.monotonic() - shown[0], done=True), raw=True)
 
 
-def bundle(current: tuple, seconds: float, done: bool = False) -> dict:
-    _, name, ops = current
+def bundle(current: tuple, seconds: float, done: bool = False, slow: float | None = None) -> dict:
+    _, name, ops = current[:3]
+    phase = current[3] if len(current) > 3 else "compiling"
+    size = f" ({ops} ops)" if ops is not None else ""
     if done:
-        text = f"xlanb: graph {name} ({ops} ops) compiled and launched in {seconds:.1f} s"
+        verb = "ran on the device for" if phase == "running" else "compiled and launched in"
+        text = f"xlanb: graph {name}{size} {verb} {seconds:.1f} s"
         return {"text/plain": text, "text/html": f"<div><b>xlanb</b> {html.escape(text[7:])}</div>"}
-    text = f"xlanb: compiling graph {name} ({ops} ops)... {seconds:.1f} s"
+    words = {"lowering": "lowering", "compiling": "compiling", "running": "running"}[phase]
+    text = f"xlanb: {words} graph {name}{size}... {seconds:.1f} s"
+    note = ""
+    if phase != "running" and slow is not None and seconds >= slow:
+        note = f"still {words} after {slow:g} s: {INTERRUPT}"
+        text += f"; {note}"
     return {"text/plain": text,
-            "text/html": f'<div><b>xlanb</b> compiling graph <code>{html.escape(name)}</code> ({ops} ops) '
-                         f'<progress style="vertical-align:middle;width:8em"></progress> {seconds:.1f} s</div>'}
+            "text/html": f'<div class="xlanb-phase" data-phase="{phase}"><b>xlanb</b> {words} graph '
+                         f'<code>{html.escape(name)}</code>{html.escape(size)} '
+                         f'<progress style="vertical-align:middle;width:8em"></progress> {seconds:.1f} s'
+                         + (f"<br><b>{html.escape(note)}</b>" if note else "") + "</div>"}

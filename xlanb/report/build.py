@@ -8,6 +8,8 @@ from typing import Any
 
 from xlanb import events as ev
 from xlanb.report.dag import draw_dag
+from xlanb.report.fusions import fusions
+from xlanb.report.modules import module_view
 from xlanb.report.model import (CachedRun, CellReport, EagerOp, EagerSummary, FallbackNote, Forced, GraphSection,
                                 IrText, PendingIR, PendingTensor, Recompile, Span, StageText, Summary, Tensor,
                                 Timeline, TorchCompile, Transfers, _ms)
@@ -93,7 +95,7 @@ def _ir_text(lines, limit: int | None) -> IrText:
 
 
 def pending_section(snapshot: ev.PendingSnapshot, *, cells: Cells = Cells(), limit: int | None = IR_LINES,
-                    dag: bool = True) -> PendingIR:
+                    dag: bool = True, failure=None) -> PendingIR:
     """The report's view of a PendingSnapshot event: its IR (cut at `limit` lines), the DAG, and
     the notebook variables that hold its roots."""
     lines = relocate(snapshot.ir, cells)
@@ -103,7 +105,7 @@ def pending_section(snapshot: ev.PendingSnapshot, *, cells: Cells = Cells(), lim
     ir = IrText(tuple(lines[:limit] if cut else lines), len(lines), cut,
                 tuple((t.root, t.name) for t in snapshot.tensors))
     return PendingIR(nodes, tuple(PendingTensor(t.name, t.type) for t in snapshot.tensors), snapshot.roots - len(held),
-                     ir, draw_dag(lines) if dag else None)
+                     ir, draw_dag(lines) if dag else None, module_view(lines, dags=dag), failure)
 
 
 def _input_location(c: ev.Compile, i: int, cells: Cells) -> str:
@@ -150,6 +152,8 @@ def _section(c: ev.Compile, runs, ctx: CellContext, detailed: bool) -> GraphSect
         optimized=_stage(c.optimized, "optimized", limit_hlo) if detailed else None,
         cost=dict(c.cost) if detailed and c.cost else None,
         memory=dict(c.memory) if detailed and c.memory else None,
+        modules=module_view(lines, dags=detailed),
+        fusions=fusions(c.optimized, lines) if detailed else (),
     )
 
 
@@ -172,18 +176,19 @@ def _spans(evs, t0: float) -> tuple[tuple[Span, ...], int]:
     return tuple(sorted(spans, key=lambda s: s.start_ms)), omitted
 
 
-def build_report(evs, ctx: CellContext = CellContext(), pending=None) -> CellReport:
+def build_report(evs, ctx: CellContext = CellContext(), pending=None, *, failure=None, memory=None) -> CellReport:
     """The report of one cell from the events it emitted (`runtime_state().log.since(mark)`).
 
     The pending IR left behind is the last PendingSnapshot event among them, unless `pending`
-    (a report.model.PendingIR) is given."""
+    (a report.model.PendingIR) is given. `failure` (a report.model.Failure) marks that pending IR
+    as the partial graph of a cell that raised; `memory` is the cell's report.memory.MemoryReport."""
     if ctx.style not in STYLES:
         raise ValueError(f"report style must be one of {STYLES}, got {ctx.style!r}")
     evs = list(evs)
     if pending is None:
         snapshot = next((e for e in reversed(evs) if isinstance(e, ev.PendingSnapshot)), None)
         if snapshot is not None:
-            pending = pending_section(snapshot, cells=ctx.cells, dag=ctx.style != "compact")
+            pending = pending_section(snapshot, cells=ctx.cells, dag=ctx.style != "compact", failure=failure)
     runs: dict[str, tuple[int, int]] = {}          # graph key -> (executions, ns)
     for e in evs:
         if isinstance(e, ev.Execute):
@@ -205,7 +210,8 @@ def build_report(evs, ctx: CellContext = CellContext(), pending=None) -> CellRep
         forced=forced, fallbacks=fallbacks, recompiles=tuple(g.recompile for g in graphs if g.recompile),
         pending=pending, errors=errors,
         timeline=Timeline(spans, omitted, timeline_svg(spans, end_ms) if spans else ""),
-        state=dict(ctx.state) if ctx.state is not None else None, torch_compile=_torch_compile(evs, ctx.cells))
+        state=dict(ctx.state) if ctx.state is not None else None, torch_compile=_torch_compile(evs, ctx.cells),
+        memory=memory)
 
 
 def _torch_compile(evs, cells: Cells) -> TorchCompile | None:

@@ -27,10 +27,11 @@ PAD = 8
 
 
 class _Box:
-    __slots__ = ("id", "label", "sub", "title", "kind", "op", "preds", "succs", "layer", "x", "w", "order")
+    __slots__ = ("id", "label", "sub", "title", "kind", "op", "preds", "succs", "layer", "x", "w", "order", "key")
 
-    def __init__(self, id_, label, sub, title, kind, op=""):
+    def __init__(self, id_, label, sub, title, kind, op="", key=""):
         self.id, self.label, self.sub, self.title, self.kind, self.op = id_, label, sub, title, kind, op
+        self.key = key                 # a module box: the module it stands for (data-module, for a click)
         self.preds: list[int] = []
         self.succs: list[int] = []
         self.layer = 0
@@ -325,7 +326,8 @@ def _svg(layers: list[list[_Box]], boxes: dict[int, _Box], edges, routes, width:
             continue
         x, y = b.x + PAD, top(b.id)
         sw = 2 if b.kind == "root" else 1
-        out.append(f'<g><title>{html.escape(b.title)}</title>'
+        data = f' class="xlanb-dag-module" data-module="{html.escape(b.key)}"' if b.key else ""
+        out.append(f'<g{data}><title>{html.escape(b.title)}</title>'
                    f'<rect x="{x:.1f}" y="{y}" width="{b.w:.1f}" height="{NODE_H}" rx="5" fill="{_FILL[b.kind]}" '
                    f'stroke="{_STROKE[b.kind]}" stroke-width="{sw}"/>'
                    f'<text x="{x + b.w / 2:.1f}" y="{y + 14}" text-anchor="middle" fill="#1f2328" '
@@ -334,6 +336,18 @@ def _svg(layers: list[list[_Box]], boxes: dict[int, _Box], edges, routes, width:
                    f'font-size="10">{html.escape(b.sub)}</text></g>')
     out.append("</svg>")
     return "".join(out)
+
+
+def layout(boxes: dict[int, _Box], nodes: int, collapsed: str) -> Dag:
+    """Layers, ordering, placement and the SVG of linked boxes."""
+    _assign_layers(boxes)
+    drawn = len(boxes)
+    edges = [(p, b.id) for b in boxes.values() for p in b.preds]
+    routes = _route_long_edges(boxes)
+    layers = _layers_of(boxes)
+    _order(layers, boxes)
+    width = _place(layers, boxes)
+    return Dag(nodes, drawn, collapsed, _svg(layers, boxes, edges, routes, width))
 
 
 def draw_dag(lines, limit: int = LIMIT) -> Dag | None:
@@ -347,11 +361,4 @@ def draw_dag(lines, limit: int = LIMIT) -> Dag | None:
         boxes, collapsed = _collapse_groups(boxes), "groups"
         if boxes is None or len(boxes) > limit:
             boxes, collapsed = _collapse_layers(lines, limit), "layers"
-    _assign_layers(boxes)
-    drawn = len(boxes)
-    edges = [(p, b.id) for b in boxes.values() for p in b.preds]
-    routes = _route_long_edges(boxes)
-    layers = _layers_of(boxes)
-    _order(layers, boxes)
-    width = _place(layers, boxes)
-    return Dag(len(lines), drawn, collapsed, _svg(layers, boxes, edges, routes, width))
+    return layout(boxes, len(lines), collapsed)

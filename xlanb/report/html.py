@@ -10,7 +10,8 @@ import html
 
 from xlanb.report.format import format_bytes, format_ms, plural, tensors_text
 from xlanb.report.hlo import highlight
-from xlanb.report.text import eager_line, fallback_line, forced_line, pending_line, summary_line
+from xlanb.report.insight import failure_html, fusions_html, link_fusions, memory_html, modules_html
+from xlanb.report.text import eager_line, fallback_line, forced_line, marked_ir_text, pending_line, summary_line
 
 CSS = """
 .xlanb-report{font-family:var(--jp-ui-font-family,system-ui,sans-serif);font-size:13px;
@@ -25,7 +26,7 @@ CSS = """
   padding:0 5px;margin-right:4px;text-align:center;color:#fff}
 .xlanb-report .x-recompile{background:#8250df}.xlanb-report .x-forced{background:#bc4c00}
 .xlanb-report .x-fallback{background:#cf222e}.xlanb-report .x-error{background:#82071e}
-.xlanb-report .x-pending{background:#6e7781}.xlanb-report .x-sep{display:none}
+.xlanb-report .x-pending{background:#6e7781}.xlanb-report .x-failure{color:#82071e}.xlanb-report .x-sep{display:none}
 .xlanb-report table{border-collapse:collapse;margin:4px 0;font-size:12px}
 .xlanb-report th,.xlanb-report td{border:1px solid var(--jp-border-color2,#d0d7de);padding:2px 6px;
   text-align:left;vertical-align:top}
@@ -79,7 +80,11 @@ def _notes(r) -> str:
         if not e.startswith("Unexpected execution"):      # violations are listed above
             items.append(_note("error", "error", e))
     if r.pending is not None:
+        if r.pending.failure is not None:
+            items.append(_note("error", "failed", r.pending.failure.text))
         items.append(_note("pending", "pending", pending_line(r.pending).split(": ", 1)[1]))
+    for w in (r.memory.warnings if r.memory is not None else ()):
+        items.append(_note("error", "memory", w))
     return f'<ul class="x-notes">{"".join(items)}</ul>' if items else ""
 
 
@@ -131,10 +136,17 @@ def _graph_details(g, r) -> str:
         note = {"none": "", "groups": ", chains and single-use inputs grouped",
                 "layers": ", collapsed to one box per layer"}[g.dag.collapsed]
         parts.append(_details(f"DAG ({plural(g.dag.drawn, 'box')}{note})", f'<div class="x-scroll">{g.dag.svg}</div>'))
+    if g.modules is not None:
+        parts.append(modules_html(g.modules, _details))
+    if g.fusions:
+        parts.append(fusions_html(g.fusions, g.key, _details))
     for title, stage in (("StableHLO", g.stablehlo), ("Optimized HLO", g.optimized)):
         if stage is not None:
             cut = ", truncated" if stage.truncated else ""
-            parts.append(_details(f"{title} ({plural(stage.lines, 'line')}{cut})", _code(stage.text)))
+            code = _code(stage.text)
+            if stage is g.optimized and g.fusions:
+                code = link_fusions(code, g.fusions, g.key)
+            parts.append(_details(f"{title} ({plural(stage.lines, 'line')}{cut})", code))
     if g.cost or g.memory:
         tables = ""
         if g.cost:
@@ -173,10 +185,16 @@ def render_html(r) -> str:
                                 f"{r.eager.executions} run"), _eager_table(r.eager)))
     if r.pending is not None:
         p = r.pending
-        inner = _code(p.ir.text)
+        inner = (failure_html(p.failure) if p.failure else "") + _code(
+            marked_ir_text(p.ir, p.failure.highlight if p.failure else ()))
         if p.dag is not None:
             inner += _details("DAG", f'<div class="x-scroll">{p.dag.svg}</div>')
-        body.append(_details(f"pending IR ({plural(p.nodes, 'node')})", inner))
+        if p.modules is not None:
+            inner += modules_html(p.modules, _details)
+        title = "partial graph of the failed cell" if p.failure else "pending IR"
+        body.append(_details(f"{title} ({plural(p.nodes, 'node')})", inner, open_=p.failure is not None))
+    if r.memory is not None:
+        body.append(memory_html(r.memory, _details))
     if r.timeline.spans:
         more = f" ({r.timeline.omitted} short spans not drawn)" if r.timeline.omitted else ""
         body.append(_details(f"timeline{more}", r.timeline.svg))

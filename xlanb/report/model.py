@@ -123,9 +123,13 @@ class GraphSection:
     optimized: StageText | None = None
     cost: dict | None = None
     memory: dict | None = None
+    modules: Any = None          # report.modules.ModuleView, when module scopes were recorded (1.2)
+    fusions: tuple = ()          # report.fusions.Fusion of the optimized HLO (1.2)
 
     def to_json(self) -> dict:
         return {
+            "modules": self.modules.to_json() if self.modules else None,
+            "fusions": [f.to_json() for f in self.fusions],
             "name": self.name, "key": self.key, "eager": self.eager, "cause": self.cause,
             "where": self.where.to_json() if self.where else None, "nodes": self.nodes,
             "inputs": [t.to_json() for t in self.inputs], "outputs": [t.to_json() for t in self.outputs],
@@ -214,6 +218,25 @@ class PendingTensor:
 
 
 @dataclasses.dataclass(frozen=True)
+class Failure:
+    """The error that stopped a cell while it recorded: the op it failed in, where (1.2)."""
+    error: str                   # "RuntimeError: mat1 and mat2 shapes cannot be multiplied (3x4 and 5x6)"
+    op: str                      # the ATen op being recorded ("aten.mm.default"), "" when not in an op
+    where: Where | None
+    highlight: tuple[int, ...]   # IR lines recorded at the failing line
+
+    @property
+    def text(self) -> str:
+        op = f" in {self.op}" if self.op else ""
+        at = f" at {self.where.text}" if self.where else ""
+        return f"the cell failed{op}{at}: {self.error}"
+
+    def to_json(self) -> dict:
+        return {"error": self.error, "op": self.op, "where": self.where.to_json() if self.where else None,
+                "highlight": list(self.highlight), "text": self.text}
+
+
+@dataclasses.dataclass(frozen=True)
 class PendingIR:
     """Pending IR left behind at the end of a cell (lazy mode), and the tensors holding it."""
     nodes: int
@@ -221,10 +244,14 @@ class PendingIR:
     unnamed: int
     ir: IrText
     dag: Dag | None = None
+    modules: Any = None          # report.modules.ModuleView (1.2)
+    failure: Failure | None = None   # the cell raised while recording: this is its partial graph (1.2)
 
     def to_json(self) -> dict:
         return {"nodes": self.nodes, "tensors": [t.to_json() for t in self.tensors], "unnamed": self.unnamed,
-                "ir": self.ir.to_json(), "dag": self.dag.to_json() if self.dag else None}
+                "ir": self.ir.to_json(), "dag": self.dag.to_json() if self.dag else None,
+                "modules": self.modules.to_json() if self.modules else None,
+                "failure": self.failure.to_json() if self.failure else None}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -329,6 +356,7 @@ class CellReport:
     timeline: Timeline = Timeline()
     state: dict | None = None    # the runtime at the end of the cell (schema 1.1)
     torch_compile: TorchCompile | None = None   # torch.compile(backend="xlanb") in the cell (schema 1.2)
+    memory: Any = None           # report.memory.MemoryReport: device memory by variable (1.3)
 
     @property
     def empty(self) -> bool:
@@ -356,4 +384,5 @@ class CellReport:
             "timeline": self.timeline.to_json(),
             "state": self.state,
             "torch_compile": self.torch_compile.to_json() if self.torch_compile else None,
+            "memory": self.memory.to_json() if self.memory else None,
         }

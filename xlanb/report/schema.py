@@ -22,12 +22,12 @@ _ir_line = {"type": "object", "required": ["index", "op", "type", "operands", "t
     "index": _count, "op": {"type": "string"}, "type": {"type": "string"},
     "operands": {"type": "array", "items": _count}, "attrs": {"type": "string"},
     "location": {"type": "string"}, "roots": {"type": "array", "items": _count},
-    "is_input": {"type": "boolean"}, "text": {"type": "string"}}}
+    "is_input": {"type": "boolean"}, "scope": {"type": ["string", "null"]}, "text": {"type": "string"}}}
 _ir = {"type": "object", "required": ["lines", "text", "nodes", "truncated"], "properties": {
     "lines": {"type": "array", "items": _ir_line}, "text": {"type": "string"}, "nodes": _count,
     "truncated": {"type": "boolean"}}}
 _dag = {"type": ["object", "null"], "required": ["nodes", "drawn", "collapsed", "svg"], "properties": {
-    "nodes": _count, "drawn": _count, "collapsed": {"enum": ["none", "groups", "layers"]},
+    "nodes": _count, "drawn": _count, "collapsed": {"enum": ["none", "groups", "layers", "modules"]},
     "svg": {"type": "string"}}}
 _hlo_text = {"type": ["object", "null"], "required": ["text", "lines", "truncated"], "properties": {
     "text": {"type": "string"}, "lines": _count, "truncated": {"type": "boolean"}}}
@@ -37,6 +37,32 @@ _recompile = {"type": ["object", "null"], "required": ["graph", "key", "against"
     "changes": {"type": "array", "items": {"type": "object", "required": ["kind", "text"], "properties": {
         "kind": {"type": "string"}, "index": {"type": "integer"}, "before": {"type": "string"},
         "after": {"type": "string"}, "location": {"type": "string"}, "text": {"type": "string"}}}}}}
+_modules = {"type": ["object", "null"], "required": ["groups", "dag", "expanded"], "properties": {
+    "groups": {"type": "array", "items": {"type": "object", "required": ["path", "ops", "total", "top"],
+                                          "properties": {"path": {"type": "string"}, "ops": _count,
+                                                         "total": _count, "top": {"type": "string"}}}},
+    "dag": _dag, "expanded": {"type": "object", "additionalProperties": _dag}}}
+_fusion = {"type": "object", "required": ["name", "kind", "nodes", "ops", "modules", "lines", "out_bytes", "text"],
+           "properties": {"name": {"type": "string"}, "kind": {"type": "string"},
+                          "nodes": {"type": "array", "items": _count},
+                          "ops": {"type": "array", "items": {"type": "string"}},
+                          "modules": {"type": "array", "items": {"type": "string"}},
+                          "lines": {"type": "array", "items": {"type": "string"}},
+                          "out_bytes": _count, "text": {"type": "string"}}}
+_failure = {"type": ["object", "null"], "required": ["error", "op", "where", "highlight", "text"], "properties": {
+    "error": {"type": "string"}, "op": {"type": "string"}, "where": _where,
+    "highlight": {"type": "array", "items": _count}, "text": {"type": "string"}}}
+_holder = {"type": "object", "required": ["name", "kind", "bytes", "tensors", "pending", "change"], "properties": {
+    "name": {"type": "string"}, "kind": {"type": "string"}, "bytes": _count, "tensors": _count,
+    "pending": _count, "change": {"type": ["integer", "null"]}}}
+_memory = {"type": ["object", "null"],
+           "required": ["holders", "others", "others_bytes", "attributed", "total", "change", "device", "capacity",
+                        "stats", "warnings", "text"],
+           "properties": {"holders": {"type": "array", "items": _holder}, "others": _count, "others_bytes": _count,
+                          "attributed": _count, "total": _count, "change": {"type": ["integer", "null"]},
+                          "device": {"type": "string"}, "capacity": {"type": ["integer", "null"]},
+                          "stats": {"type": ["object", "null"]},
+                          "warnings": {"type": "array", "items": {"type": "string"}}, "text": {"type": "string"}}}
 _graph = {"type": "object", "required": ["name", "key", "eager", "cause", "nodes", "inputs", "outputs",
                                           "lower_ms", "compile_ms", "executions", "execute_ms", "ir"],
           "properties": {
@@ -45,7 +71,7 @@ _graph = {"type": "object", "required": ["name", "key", "eager", "cause", "nodes
               "outputs": _tensors, "scalars": _count, "lower_ms": _ms, "compile_ms": _ms,
               "persistent_hit": {"type": "boolean"}, "executions": _count, "execute_ms": _ms,
               "fallback_ops": {"type": "array", "items": {"type": "string"}}, "recompile": _recompile,
-              "ir": _ir, "dag": _dag,
+              "ir": _ir, "dag": _dag, "modules": _modules, "fusions": {"type": "array", "items": _fusion},
               "hlo": {"type": "object", "properties": {"stablehlo": _hlo_text, "optimized": _hlo_text}},
               "cost": {"type": ["object", "null"], "additionalProperties": {"type": "number"}},
               "memory": {"type": ["object", "null"], "additionalProperties": {"type": "number"}}}}
@@ -111,11 +137,12 @@ SCHEMA: dict = {
                                                                 "where": _where, "count": _count}}},
         "recompiles": {"type": "array", "items": _recompile},
         "pending": {"type": ["object", "null"], "required": ["nodes", "tensors", "unnamed", "ir"], "properties": {
-            "nodes": _count, "unnamed": _count, "ir": _ir, "dag": _dag,
+            "nodes": _count, "unnamed": _count, "ir": _ir, "dag": _dag, "modules": _modules, "failure": _failure,
             "tensors": {"type": "array", "items": {"type": "object", "required": ["name", "type"],
                                                    "properties": {"name": {"type": "string"},
                                                                   "type": {"type": "string"}}}}}},
         "errors": {"type": "array", "items": {"type": "string"}},
+        "memory": _memory,
         "timeline": {"type": "object", "required": ["spans", "svg"], "properties": {
             "spans": {"type": "array", "items": {"type": "object", "required": ["kind", "name", "start_ms", "ms"],
                                                  "properties": {"kind": {"enum": ["lower", "compile", "execute",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from xlanb.report.format import at_where, format_bytes, format_ms, plural, tensors_text
+from xlanb.report.insight import failure_line, fusion_lines, memory_lines, modules_line
 
 TEXT_IR_LINES = 40      # IR lines per graph in the text form ("full" shows all it has)
 
@@ -90,6 +91,15 @@ def eager_line(e) -> str:
             f"({format_ms(e.execute_ms)})" + (f": {ops}{more}" if ops else ""))
 
 
+def marked_ir_text(ir, highlight) -> str:
+    """The IR text with the lines of a failing cell line marked `>>`."""
+    if not highlight:
+        return ir.text
+    marks = {f"%{i} =" for i in highlight}
+    return "\n".join(">>" + line[2:] if line.startswith("  %") and line[2:].split(" ", 2)[0] + " =" in marks
+                     else line for line in ir.text.splitlines())
+
+
 def render_text(r) -> str:
     """The whole report as text; `full` style adds the IR of every graph and its HLO."""
     full = r.style == "full"
@@ -100,6 +110,9 @@ def render_text(r) -> str:
             out.append(f"    recompiled: {g.recompile.text}")
         if g.fallback_ops:
             out.append(f"    CPU fallback ops: {', '.join(g.fallback_ops)}")
+        if g.modules is not None:
+            out.append("    " + modules_line(g.modules))
+        out += ["    " + line for line in fusion_lines(g.fusions, full)]
         if r.style != "compact":
             out += _indent("\n".join(_ir_lines(g.ir, full)), "    ")
         if full:
@@ -120,7 +133,21 @@ def render_text(r) -> str:
     for e in r.errors:
         out.append(f"  error: {e}")
     if r.pending is not None:
-        out.append("  " + pending_line(r.pending))
+        p = r.pending
+        out.append("  " + pending_line(p))
+        if p.failure is not None:
+            out.append("  " + failure_line(p.failure))
+        if p.modules is not None:
+            out.append("    " + modules_line(p.modules))
         if r.style != "compact":
-            out += _indent("\n".join(_ir_lines(r.pending.ir, full)), "    ")
+            marked = marked_ir_text(p.ir, p.failure.highlight if p.failure else ())
+            out += _indent("\n".join(_ir_lines(_Text(marked), full)), "    ")
+    if r.memory is not None:
+        out += ["  " + line for line in memory_lines(r.memory)]
     return "\n".join(out)
+
+
+class _Text:
+    """An IR text already made (marked lines), for _ir_lines."""
+    def __init__(self, text: str):
+        self.text = text

@@ -1,0 +1,95 @@
+"""The cost of module scopes (capture/scopes.py) on W3 and W4 steady steps (lazy, `xlanb.sync()` per step).
+
+    python bench/module_scopes.py [--rounds 5] [--out bench/results/module_scopes.json]
+
+Three settings, alternated round by round in one process so machine noise hits them alike:
+  off        no recording_modules() scope (the library default: the hooks are not installed)
+  modules    hooks.recording_modules(): forward pre/post hooks push and pop the path, backward
+             nodes are labelled (what the notebook adds for "ops by module")
+  notebook   recording_modules() and recording_locations(), as the notebook extension runs a cell
+Prints, for each, the median host CPU time of a step (trace and sync until the launch returns: what
+scopes can cost, since the executable is the same) and of the whole step, and their ratios to `off`. The off setting of this tree against
+the tree before module scopes is `PYTHONPATH=<other tree> python bench/module_scopes.py --only off`.
+"""
+
+import argparse
+import contextlib
+import json
+import os
+import pathlib
+import sys
+import time
+
+os.environ.setdefault("XLANB_PERSISTENT_CACHE", "0")
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+
+import xlanb  # noqa: E402
+from common import median, perf  # noqa: E402
+from models import w3_setup, w4_setup  # noqa: E402
+from xlanb import hooks  # noqa: E402
+
+SETTINGS = ("off", "modules", "notebook")
+STEPS = {"W3": 60, "W4": 4}
+
+
+def _scope(setting: str):
+    stack = contextlib.ExitStack()
+    if setting in ("modules", "notebook") and hasattr(hooks, "recording_modules"):
+        stack.enter_context(hooks.recording_modules())
+    if setting == "notebook":
+        stack.enter_context(hooks.recording_locations())
+    return stack
+
+
+def _steps(body, n: int) -> list[tuple[float, float]]:
+    """(host, step) seconds per step. host: this thread's CPU time for the trace and the sync until the
+    launch returns (what scopes can slow down; the executable is the same, since the cache key ignores
+    them). Thread CPU time, unlike wall time, hardly moves when other processes load the machine.
+    step: wall time with the wait."""
+    out = []
+    for _ in range(n):
+        t0, c0 = perf(), time.thread_time()
+        body()
+        xlanb.sync()
+        c1 = time.thread_time()
+        xlanb.wait()
+        out.append((c1 - c0, perf() - t0))
+    return out
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--only", default=",".join(SETTINGS))
+    parser.add_argument("--out", default="")
+    args = parser.parse_args()
+    settings = args.only.split(",")
+    result = {}
+    for name, setup in (("W3", w3_setup), ("W4", w4_setup)):
+        body = setup("xla")
+        for setting in settings:              # first steps: compile once (the key ignores scopes)
+            with _scope(setting):
+                _steps(body, 2)
+        times = {s: [] for s in settings}
+        for r in range(args.rounds):
+            order = settings if r % 2 == 0 else list(reversed(settings))
+            for setting in order:
+                with _scope(setting):
+                    times[setting] += _steps(body, STEPS[name])
+        host = {s: median([h for h, _ in t]) for s, t in times.items()}
+        step = {s: median([x for _, x in t]) for s, t in times.items()}
+        result[name] = {s: {"host_ms": round(host[s] * 1e3, 3), "steady_step_ms": round(step[s] * 1e3, 3),
+                            "host_ratio": round(host[s] / host["off"], 4) if "off" in host else None,
+                            "step_ratio": round(step[s] / step["off"], 4) if "off" in step else None,
+                            "samples": len(times[s])} for s in settings}
+        for s in settings:
+            ratio = (f"  x{host[s] / host['off']:.3f} host, x{step[s] / step['off']:.3f} step"
+                     if "off" in host else "")
+            print(f"{name} {s:9s} host {host[s] * 1e3:8.2f} ms, steady step {step[s] * 1e3:8.2f} ms{ratio}",
+                  flush=True)
+    if args.out:
+        pathlib.Path(args.out).write_text(json.dumps(result, indent=1) + "\n")
+
+
+if __name__ == "__main__":
+    main()

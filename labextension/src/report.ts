@@ -8,7 +8,7 @@
 
 import { codeBox, formatBytes, formatMs, h, kvTable, plural, svgBox, table, tabs, tensorsText } from './dom';
 import { failureLine, fusionsTable, irPanel, linkFusions, memorySection, modulesPanel } from './insight';
-import { IGraph, IPending, IReport, isSupported } from './types';
+import { IGraph, IPending, IReport, ITorchCompile, isSupported } from './types';
 
 export interface IRenderOptions {
   /** Output produced in this session; untrusted SVG is shown through <img>. */
@@ -315,6 +315,58 @@ function pendingSection(p: IPending, opts: IRenderOptions): HTMLElement {
   return d;
 }
 
+/**
+ * What torch.compile(backend="xlanb") did: the FX graphs captured (and their path), graph breaks
+ * with reason and user line, re-captures with the failed guard; the same lines as
+ * TorchCompile.lines() (xlanb/report/model.py). Open when something broke or was captured again.
+ */
+export function torchCompileSection(tc: ITorchCompile): HTMLElement {
+  const graphs = tc.graphs || [];
+  const breaks = tc.breaks || [];
+  const recaptures = tc.recaptures || [];
+  const d = h(
+    'details',
+    { class: 'xl-torch-compile', open: !!(breaks.length || recaptures.length) },
+    h(
+      'summary',
+      {},
+      `torch.compile (${plural(graphs.length, 'FX graph')} captured, ${plural(breaks.length, 'graph break')})`
+    )
+  );
+  const ul = h('ul', { class: 'xl-notes xl-tc-list' });
+  const add = (cls: string, kind: string, label: string, text: string) =>
+    ul.append(h('li', { class: cls }, h('span', { class: `xl-tag xl-${kind}`, text: label }), text));
+  for (const g of graphs) {
+    const how = g.path === 'macro' ? 'one lazy node per call' : `replayed op by op: ${g.reason}`;
+    const at = g.location ? ` at ${g.location}` : '';
+    add(
+      `xl-tc-graph xl-tc-${g.path}`,
+      g.path === 'macro' ? 'fx' : 'fallback',
+      g.kind,
+      `torch.compile captured ${g.kind} graph ${g.name}: ${g.ops} ops, ${g.inputs} inputs${at}; ${how}`
+    );
+  }
+  for (const b of breaks) {
+    add(
+      'xl-tc-break',
+      'forced',
+      'graph break',
+      `torch.compile graph break at ${b.location || 'an unknown line'}: ${b.reason}`
+    );
+  }
+  for (const c of recaptures) {
+    const at = c.location ? ` (${c.location})` : '';
+    add('xl-tc-recapture', 'recompile', 'captured again', `torch.compile captured again${at}: guard failed: ${c.reason}`);
+  }
+  if (!ul.children.length) {
+    for (const line of tc.lines || []) {
+      ul.append(h('li', { text: line }));
+    }
+  }
+  d.append(ul);
+  return d;
+}
+
 function timelineSection(r: IReport, opts: IRenderOptions): HTMLElement | null {
   if (!r.timeline || !r.timeline.spans.length) {
     return null;
@@ -359,6 +411,9 @@ export function renderReport(r: unknown, opts: IRenderOptions): HTMLElement {
   if (r.cell.style !== 'compact') {
     for (const g of r.graphs) {
       top.append(graphSection(g, r, opts));
+    }
+    if (r.torch_compile) {
+      top.append(torchCompileSection(r.torch_compile));
     }
     const e = eagerSection(r);
     if (e) {

@@ -231,6 +231,34 @@ export interface IReport {
   text: string;
   state?: IRuntimeState;
   memory?: IMemory | null;
+  torch_compile?: ITorchCompile | null;
+}
+
+/** An FX graph torch.compile(backend="xlanb") handed to the backend (schema 1.2). */
+export interface ITorchCompileGraph {
+  name: string;
+  kind: 'forward' | 'backward' | 'inference' | string;
+  /** `macro`: one lazy node per call; `replay`: op by op (see `reason`). */
+  path: 'macro' | 'replay' | string;
+  ops: number;
+  inputs: number;
+  reason: string;
+  location: string;
+}
+
+/** A graph break, or a frame captured again after a guard failed (`reason` is the guard). */
+export interface ITorchCompileEvent {
+  reason: string;
+  location: string;
+}
+
+/** What torch.compile(backend="xlanb") did in the cell (schema 1.2). */
+export interface ITorchCompile {
+  graphs: ITorchCompileGraph[];
+  breaks: ITorchCompileEvent[];
+  recaptures: ITorchCompileEvent[];
+  /** The text form, one line each. */
+  lines: string[];
 }
 
 /** True for a report this extension can render (major version 1). */

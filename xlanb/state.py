@@ -137,7 +137,8 @@ class Runtime:
         platform = config().platform or None
         devices = self._jax_devices.get(platform)
         if devices is None:
-            devices = self._jax_devices[platform] = jax.devices(platform)
+            # this process's devices: across processes (jax.distributed) devices()[0] may be another's
+            devices = self._jax_devices[platform] = jax.local_devices(backend=platform)
         return devices[0]
 
     def status(self) -> dict:

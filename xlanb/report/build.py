@@ -11,6 +11,7 @@ from xlanb.report.dag import draw_dag
 from xlanb.report.model import (CachedRun, CellReport, EagerOp, EagerSummary, FallbackNote, Forced, GraphSection,
                                 IrText, PendingIR, PendingTensor, Recompile, Span, StageText, Summary, Tensor,
                                 Timeline, Transfers, _ms)
+from xlanb.report.sharding import devices_section
 from xlanb.report.timeline import timeline_svg
 from xlanb.report.where import Cells, Where, location_text, user_where
 
@@ -205,7 +206,7 @@ def build_report(evs, ctx: CellContext = CellContext(), pending=None) -> CellRep
         forced=forced, fallbacks=fallbacks, recompiles=tuple(g.recompile for g in graphs if g.recompile),
         pending=pending, errors=errors,
         timeline=Timeline(spans, omitted, timeline_svg(spans, end_ms) if spans else ""),
-        state=dict(ctx.state) if ctx.state is not None else None)
+        state=dict(ctx.state) if ctx.state is not None else None, devices=devices_section(evs))
 
 
 def _transfers(evs, direction: str) -> Transfers:

@@ -162,6 +162,8 @@ def render_html(r) -> str:
         return _wrap(r, notes + _graph_table(r), open_=bool(notes))
     body.append(_graph_table(r))
     body += [_graph_details(g, r) for g in r.graphs]
+    if r.devices is not None:
+        body.append(r.devices.html())
     if r.eager.compiles or r.eager.executions:
         body.append(_details(_e(eager_line(r.eager).split(":")[0] + f": {r.eager.compiles} compiled, "
                                 f"{r.eager.executions} run"), _eager_table(r.eager)))

@@ -300,6 +300,7 @@ class CellReport:
     errors: tuple[str, ...] = ()
     timeline: Timeline = Timeline()
     state: dict | None = None    # the runtime at the end of the cell (schema 1.1)
+    devices: Any = None          # report.sharding.DevicesSection: shardings, collectives, loader (schema 1.2)
 
     @property
     def empty(self) -> bool:
@@ -326,4 +327,5 @@ class CellReport:
             "errors": list(self.errors),
             "timeline": self.timeline.to_json(),
             "state": self.state,
+            "devices": self.devices.to_json() if self.devices is not None else None,
         }

@@ -107,6 +107,8 @@ def render_text(r) -> str:
                 if stage is not None:
                     out.append(f"    {title}:")
                     out += _indent(stage.text, "      ")
+    if r.devices is not None:
+        out += r.devices.text_lines()
     for c in r.cached:
         out.append(f"  graph {c.name} [{c.key[:8]}] from cache, ran {c.executions}x ({format_ms(c.execute_ms)})")
     if r.eager.compiles or r.eager.executions:

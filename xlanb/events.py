@@ -89,7 +89,7 @@ def lines_text(lines) -> str:
 class Change:
     """One ingredient of a graph's cache key that differs from the graph compared with."""
     kind: str              # "input", "inputs", "op", "operands", "constant", "shape", "scalar", "scalars",
-                           # "outputs", "donation", "sharding", "evicted", "cleared"
+                           # "outputs", "donation", "sharding", "shardings", "evicted", "cleared"
     index: int
     before: str
     after: str
@@ -111,6 +111,8 @@ class Change:
             return f"scalar {self.index}: {self.before} -> {self.after}"
         if self.kind == "sharding":
             return f"input {self.index} sharding: {self.before} -> {self.after}"
+        if self.kind == "shardings":
+            return f"and the sharding of {self.after}"
         if self.kind == "donation":
             return f"donation changed: {self.before} -> {self.after}"
         if self.kind == "evicted":

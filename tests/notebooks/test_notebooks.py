@@ -9,10 +9,10 @@ from nbclient import NotebookClient
 NOTEBOOKS = sorted((pathlib.Path(__file__).resolve().parents[2] / "notebooks").glob("0*.ipynb"))
 
 
-def test_the_five_notebooks_exist():
+def test_the_notebooks_exist():
     names = [p.name for p in NOTEBOOKS]
     assert names == ["01_lazy_tensors.ipynb", "02_three_modes.ipynb", "03_named_graphs_and_limits.ipynb",
-                     "04_model_bring_up.ipynb", "05_performance.ipynb"]
+                     "04_model_bring_up.ipynb", "05_performance.ipynb", "07_sharding.ipynb"]
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])

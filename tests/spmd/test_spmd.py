@@ -36,6 +36,11 @@ def test_2x4_mesh_sharded_linear_forward_backward_and_report():
     assert r["report_collectives"] == ["all-reduce"] and r["collective_bytes"] == [16 * 24 * 4]
     assert r["svg"] and r["text_has_all_reduce"]
     assert r["matmul_diff"] <= 1e-4
+    d = r["distributed"]
+    assert d["both"] == "('data', 'model') on mesh data=2 model=4"
+    assert d["second"] == "('model', None) on mesh data=2 model=4"
+    assert d["module"] == ["('model', None) on mesh data=2 model=4", "one device",
+                           "('model', None) on mesh data=2 model=4", "one device"]
 
 
 def test_fsdp_transformer_adamw_parity_and_no_recompiles_after_step_2():

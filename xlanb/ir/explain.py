@@ -17,6 +17,7 @@ from xlanb.ir.node import NODE, Meta, meta_text
 from xlanb.state import runtime_state
 
 HISTORY = 8     # earlier keys kept per graph name
+SHARDINGS_SHOWN = 3     # sharding changes named one by one; the rest are counted
 
 _rt = runtime_state()
 
@@ -129,6 +130,9 @@ def _sharding_changes(before: CacheKey, after: CacheKey) -> list[Change]:
         if a != b:
             changes.append(Change("sharding", i, str(a) if a is not None else "one device",
                                   str(b) if b is not None else "one device"))
+    if len(changes) > SHARDINGS_SHOWN:      # a whole model moved: name a few inputs, count the rest
+        more = len(changes) - SHARDINGS_SHOWN
+        changes = changes[:SHARDINGS_SHOWN] + [Change("shardings", more, "", f"{more} more inputs")]
     return changes
 
 

@@ -26,6 +26,9 @@ class ShardingKey:
     def __str__(self) -> str:
         return self.text
 
+    def __repr__(self) -> str:          # how the IR text shows a constraint's attribute
+        return f"sharding={self.text}"
+
 
 def mesh_text(mesh) -> str:
     """`Mesh('data': 8)` -> "mesh data=8"; a 2-D mesh "mesh data=2 model=4"."""

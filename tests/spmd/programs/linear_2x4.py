@@ -53,7 +53,23 @@ data = render_json(build_report(hooks.since(mark)))
 graphs = data["devices"]["graphs"] if data.get("devices") else []
 text = render_text(build_report(hooks.since(mark)))
 print(text)
-report(forward_vs_plain=max_diff([y_sharded], [y_plain]), grads_vs_plain=max_diff(g_sharded, g_plain),
+# torch_xla's DTensor-style entries, with torch.distributed.tensor's placements
+from torch.distributed.tensor import Replicate, Shard  # noqa: E402
+
+t = xs.xla_distribute_tensor(torch.randn(8, 16).to("xla"), mesh, [Shard(0), Shard(1)])
+r = xs.xla_distribute_tensor(torch.randn(8, 16).to("xla"), mesh, [Replicate(), Shard(0)])
+
+
+def shard_linears(name, module, mesh):
+    if isinstance(module, nn.Linear):
+        xs.xla_distribute_tensor(module.weight, mesh, [Replicate(), Shard(0)])
+
+
+net = xs.xla_distribute_module(nn.Sequential(nn.Linear(16, 32), nn.ReLU(), nn.Linear(32, 8)).to("xla"), mesh,
+                               shard_linears)
+distributed = {"both": xs.sharding_spec(t), "second": xs.sharding_spec(r),
+               "module": [xs.sharding_spec(p) for p in net.parameters()]}
+report(distributed=distributed, forward_vs_plain=max_diff([y_sharded], [y_plain]), grads_vs_plain=max_diff(g_sharded, g_plain),
        forward_vs_cpu=max_diff([y_sharded], [ref]), grads_vs_cpu=max_diff(g_sharded, [p.grad for p in cpu.parameters()]),
        y_sharding=xs.sharding_spec(y_sharded), weight_sharding=xs.sharding_spec(sharded.weight),
        hlo_has_all_reduce="all-reduce(" in optimized or "all-reduce-start(" in optimized,

@@ -6,7 +6,7 @@ import socket
 import subprocess
 import sys
 
-from conftest import PROGRAMS, ROOT, program_env
+from spmd_programs import PROGRAMS, ROOT, program_env
 
 
 def _free_port() -> int:

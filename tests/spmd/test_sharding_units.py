@@ -10,7 +10,7 @@ from xlanb.ir.graph import CacheKey, build_graph
 from xlanb.ir.node import intern_meta
 from xlanb.ir.sharding import ShardingKey
 from xlanb.report.sharding import tile_svg, tile_text
-from xlanb.runtime.partition import collectives
+from xlanb.runtime.partition import collectives, replica_groups
 
 ROWS = ShardingKey("{devices=[8,1]<=[8]}", tuple(range(8)), "('data', None) on mesh data=8")
 REPLICATED = ShardingKey("{replicated}", tuple(range(8)), "replicated on mesh data=8")
@@ -66,7 +66,7 @@ def test_collectives_are_read_from_optimized_hlo_with_sizes_and_groups():
     found = collectives(HLO)
     assert [(c.op, c.type, c.nbytes, c.groups) for c in found] == [
         ("all-reduce", "f32[16,24]", 16 * 24 * 4, "{{0,1,2,3},{4,5,6,7}}"),
-        ("all-gather", "f32[32,8]", 32 * 8 * 4, "[1,8]<=[8]"),
+        ("all-gather", "f32[32,8]", 32 * 8 * 4, "{{0,1,2,3,4,5,6,7}}"),
         ("reduce-scatter", "bf16[2,8]", 2 * 8 * 2, "{{0,1,2,3,4,5,6,7}}"),
         ("collective-permute", "s32[4]", 16, "{{0,1},{1,0}}"),
     ]
@@ -81,3 +81,12 @@ def test_tiles_are_drawn_as_text_and_svg():
     assert text.splitlines()[2] == "| dev 0 | dev 1 |" and text.splitlines()[4] == "| dev 2 | dev 3 |"
     svg = tile_svg(info)
     assert svg.startswith("<svg") and svg.count("<rect") == 4 and "devices 3: rows 4:8, columns 2:4" in svg
+
+
+def test_compact_replica_groups_are_written_out():
+    assert replica_groups("mesh['axis_0'=1,'axis_1'=4,'axis_2'=2], device_ids=([2,4]T(1,0)) {'axis_1'}") == \
+        "{{0,1,2,3},{4,5,6,7}}"
+    assert replica_groups("mesh['axis_0'=2,'axis_1'=4] {'axis_0'}") == "{{0,4},{1,5},{2,6},{3,7}}"
+    assert replica_groups("[2,4]<=[8]") == "{{0,1,2,3},{4,5,6,7}}"
+    assert replica_groups("[4,2]<=[2,4]T(1,0)") == "{{0,4},{1,5},{2,6},{3,7}}"
+    assert replica_groups("{{0,1},{2,3}}") == "{{0,1},{2,3}}"            # explicit: as XLA wrote it

@@ -4,7 +4,7 @@
 import jax
 import pytest
 
-from conftest import run_program
+from spmd_programs import run_program
 
 TOL = 1e-5
 
@@ -34,6 +34,7 @@ def test_2x4_mesh_sharded_linear_forward_backward_and_report():
     assert r["report_inputs"] == ["(None, 'model') on mesh data=2 model=4", "('model', None) on mesh data=2 model=4"]
     assert r["report_outputs"] == ["replicated on mesh data=2 model=4"]
     assert r["report_collectives"] == ["all-reduce"] and r["collective_bytes"] == [16 * 24 * 4]
+    assert r["collective_groups"] == ["{{0,1,2,3},{4,5,6,7}}"]        # the 'model' rows of the 2x4 mesh
     assert r["svg"] and r["text_has_all_reduce"]
     assert r["matmul_diff"] <= 1e-4
     d = r["distributed"]

@@ -140,7 +140,7 @@ def sharding_info(index: int, meta, s) -> events.ShardingInfo:
 
 _COLLECTIVE = re.compile(r"=\s*(?P<type>\([^=]*?\)|[a-z0-9]+\[[0-9,]*\](?:\{[^}]*\})?)\s+"
                          r"(?P<op>all-reduce|all-gather|reduce-scatter|all-to-all|collective-permute)(?:-start)?\(")
-_GROUPS = re.compile(r"(?:replica_groups|source_target_pairs)=(.*?)(?:, [a-z_]+=|$)")
+_GROUPS = re.compile(r"(?:replica_groups|source_target_pairs)=(.*?)(?:, (?!device_ids=)[a-z_]+=|$)")
 _SHAPE = re.compile(r"([a-z]+[0-9]*)\[([0-9,]*)\]")
 _BYTES = {"pred": 1, "s8": 1, "u8": 1, "s16": 2, "u16": 2, "f16": 2, "bf16": 2, "s32": 4, "u32": 4, "f32": 4,
           "s64": 8, "u64": 8, "f64": 8, "c64": 8, "c128": 16}
@@ -161,8 +161,54 @@ def collectives(optimized_hlo: str) -> tuple[events.Collective, ...]:
         groups = _GROUPS.search(line)
         text = line.strip()
         found.append(events.Collective(m.group("op"), f"{dtype}[{dims}]", n * _BYTES.get(dtype, 0),
-                                       groups.group(1) if groups else "", text[:300]))
+                                       replica_groups(groups.group(1)) if groups else "", text[:300]))
     return tuple(found)
+
+
+_MESH_GROUPS = re.compile(r"^mesh\[(?P<axes>[^\]]*)\](?:, device_ids=\((?P<ids>[^)]*\)?)\))?\s*\{(?P<over>[^}]*)\}")
+_IOTA_GROUPS = re.compile(r"^\[(?P<shape>[0-9,]+)\]<=\[(?P<dims>[0-9,]+)\](?:T\((?P<perm>[0-9,]+)\))?$")
+
+
+def _ints(text: str) -> list[int]:
+    return [int(x) for x in text.split(",") if x.strip()]
+
+
+def _iota(dims: list[int], perm: list[int] | None) -> np.ndarray:
+    a = np.arange(int(np.prod(dims))).reshape(dims)
+    return a.transpose(perm) if perm else a
+
+
+def replica_groups(text: str) -> str:
+    """XLA's compact replica groups (`[2,4]<=[8]`, `mesh['axis_0'=2,...], device_ids=(...) {'axis_1'}`)
+    written out as explicit groups, `{{0,4},{1,5},...}`; any other form as XLA wrote it."""
+    text = text.strip()
+    try:
+        m = _IOTA_GROUPS.match(text)
+        if m:
+            shape = _ints(m.group("shape"))
+            perm = _ints(m.group("perm")) if m.group("perm") else None
+            groups = _iota(_ints(m.group("dims")), perm).reshape(shape)
+            return "{" + ",".join("{" + ",".join(map(str, g)) + "}" for g in groups.reshape(shape[0], -1)) + "}"
+        m = _MESH_GROUPS.match(text)
+        if m:
+            axes = [(a.split("=")[0].strip("' "), int(a.split("=")[1])) for a in m.group("axes").split(",")]
+            sizes = [n for _, n in axes]
+            ids = m.group("ids")
+            if ids:
+                im = re.match(r"\[([0-9,]+)\](?:T\(([0-9,]+)\))?", ids)
+                devices = _iota(_ints(im.group(1)), _ints(im.group(2)) if im.group(2) else None).reshape(sizes)
+            else:
+                devices = np.arange(int(np.prod(sizes))).reshape(sizes)
+            over = [a.strip("' ") for a in m.group("over").split(",") if a.strip()]
+            names = [a for a, _ in axes]
+            inner = [names.index(a) for a in over]
+            outer = [i for i in range(len(names)) if i not in inner]
+            size = int(np.prod([sizes[i] for i in inner]))
+            groups = devices.transpose(outer + inner).reshape(-1, size)
+            return "{" + ",".join("{" + ",".join(map(str, g)) + "}" for g in groups) + "}"
+    except (ValueError, IndexError, AttributeError):
+        pass
+    return text
 
 
 def partition_event(graph: Graph, compiled, mesh) -> events.Partitioned:

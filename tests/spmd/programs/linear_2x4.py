@@ -77,6 +77,7 @@ report(distributed=distributed, forward_vs_plain=max_diff([y_sharded], [y_plain]
        report_inputs=[p["text"] for p in graphs[-1]["inputs"]] if graphs else [],
        report_outputs=[p["text"] for p in graphs[-1]["outputs"]] if graphs else [],
        report_collectives=[c["op"] for c in graphs[-1]["collectives"]] if graphs else [],
+       collective_groups=[c["groups"] for c in graphs[-1]["collectives"]] if graphs else [],
        collective_bytes=[c["bytes"] for c in graphs[-1]["collectives"]] if graphs else [],
        svg="<svg" in graphs[-1]["inputs"][0]["svg"] if graphs else False,
        text_has_all_reduce="all-reduce f32[16,24]" in text,

@@ -110,6 +110,7 @@ class Runtime:
         self.counters: dict[str, int] = {}
         self.metrics: dict[str, list] = {}     # name -> [count, total, samples[(wall_s, value)]]
         self.fallback_counters: set[str] = set()
+        self.faults: dict[str, str] = {}       # test-only: stage -> kind, raised once there (inject_fault)
 
     # --- the public surface ------------------------------------------------------------
     @property
@@ -172,6 +173,59 @@ class Runtime:
             yield
         finally:
             self.track_locations = previous
+
+
+    # --- fault injection (tests only) ---------------------------------------------------
+    def inject_fault(self, stage: str, kind: str) -> None:
+        """The next time `stage` runs it raises a fault of `kind` instead: "error" (RuntimeError),
+        "interrupt" (KeyboardInterrupt) or "oom" (the device's out-of-memory error). For the
+        tests that check nothing is lost when a stage fails; reset() disarms it."""
+        if stage not in FAULT_STAGES:
+            raise ValueError(f"unknown stage {stage!r}; stages are {', '.join(FAULT_STAGES)}")
+        if kind not in FAULT_KINDS:
+            raise ValueError(f"unknown fault kind {kind!r}; kinds are {', '.join(FAULT_KINDS)}")
+        self.faults[stage] = kind
+        if stage == "capture" and self.arm_capture_fault is not None:
+            self.arm_capture_fault()
+
+    def fault(self, stage: str) -> None:
+        """Raises the fault armed for `stage`, once (callers check `if self.faults` first)."""
+        kind = self.faults.pop(stage, None)
+        if kind is None:
+            return
+        if kind == "error":
+            error = RuntimeError(f"injected fault in {stage}")
+        elif kind == "interrupt":
+            error = KeyboardInterrupt()
+        else:
+            error = jax.errors.JaxRuntimeError(
+                f"RESOURCE_EXHAUSTED: Out of memory while trying to allocate 17179869184 bytes (injected in {stage})")
+        raise error
+
+    arm_capture_fault = None    # set by capture's install step: capture has no per-op check to spare
+
+
+FAULT_STAGES = ("capture", "lowering", "compilation", "execution", "transfer", "report")
+FAULT_KINDS = ("error", "interrupt", "oom")
+
+
+def note_stage(error: BaseException, text: str) -> None:
+    """Adds one line saying where in xlanb `error` happened and what to do; the error keeps its
+    type (a KeyboardInterrupt stays one) and only the innermost stage adds a line."""
+    if getattr(error, "_xlanb_stage", False):
+        return
+    try:
+        error._xlanb_stage = True
+    except AttributeError:
+        return
+    if isinstance(error, KeyboardInterrupt):
+        advice = "interrupted; nothing pending was lost: run the cell again to retry"
+    elif "RESOURCE_EXHAUSTED" in str(error) or isinstance(error, MemoryError):
+        advice = ("the device ran out of memory; nothing pending was lost: free tensors you no longer need "
+                  "(del x), use a smaller batch, or split the graph with xlanb.sync(), then run again")
+    else:
+        advice = "nothing pending was lost: fix the cause and run again (xlanb.reset() drops pending work)"
+    error.add_note(f"xlanb: raised while {text}; {advice}")
 
 
 _runtime = Runtime()

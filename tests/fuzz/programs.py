@@ -12,11 +12,24 @@ from dataclasses import dataclass, field
 import torch
 
 PRELUDE = """\
+import contextlib
 import torch
 import xlanb
-sync = xlanb.sync if d == "xla" else (lambda: None)
-reads = []
+if d == "xla":
+    sync, eager, compiled = xlanb.sync, xlanb.eager_mode_context, xlanb.compile
+else:
+    sync, eager, compiled = (lambda: None), (lambda enable: contextlib.nullcontext()), (lambda f: f)
+reads, errors = [], []
 torch.manual_seed({seed})"""
+
+# Statements that raise on CPU, kept in a try: the exception type is compared (`errors`).
+RAISING = ["{x} - {y}", "{x} @ {x}", "{x}.view(5, -1)", "{x}[10]", "{x}.reshape(7)", "{x}.expand(3, 5)",
+           "torch.cat([{x}, {x}.sum()])", "{x}.t().view(-1)", "{x}.sum(5)",
+           "{x}.gather(0, torch.zeros(9, 9, 9, dtype=torch.long).to(d))"]
+COMPILED = ["lambda p: p * 2 + 1", "lambda p: p.add_(1).mul(2)", "lambda p: (p > 0).sum()",
+            "lambda p: p.reshape(-1)[1:].cumsum(0)", "lambda p: p.clone().mul_(-0.5)"]
+OPTIMIZERS = ["torch.optim.SGD([w], lr=0.1, momentum=0.9)", "torch.optim.Adam([w], lr=0.05)",
+              "torch.optim.AdamW([w], lr=0.05, weight_decay=0.1)"]
 
 SCALARS = ["0", "1", "-1", "2", "2.5", "-0.5"]
 UNARY = ["neg", "abs", "sin", "relu", "sigmoid", "tanh", "exp"]
@@ -80,11 +93,38 @@ class _Gen:
         x = pick()
         v = self.t[x]
         fl = v.is_floating_point()
-        kind = r.choice(["unary", "scalar", "binary", "binary", "compare", "reduce", "view", "view", "view",
-                         "expand", "expand", "clone", "cumsum", "inplace", "inplace", "inplace",
-                         "inplace_view", "inplace_view",
-                         "sync", "read", "grad_op", "misc", "misc"])
+        kind = r.choice(["unary", "scalar", "binary", "binary", "compare", "reduce", "reduce", "view", "view",
+                         "view", "expand", "expand", "clone", "cumsum", "inplace", "inplace", "inplace", "index",
+                         "index", "inplace_view", "inplace_view", "layout", "sync", "read", "grad_op", "misc",
+                         "misc", "raising", "eager", "compiled", "optim"])
         n = self.new()
+        if kind == "raising":
+            y = pick()
+            stmt = r.choice(RAISING).format(x=x, y=y)
+            return f"try:\n    {n} = {stmt}\nexcept Exception as ex:\n    errors.append(type(ex).__name__)"
+        if kind == "eager":           # one to three statements, run op by op
+            body = [s for s in (self.statement() for _ in range(r.randint(1, 3))) if s and "\n" not in s]
+            return "with eager(True):\n" + "\n".join("    " + s for s in body) if body else None
+        if kind == "compiled":
+            return f"{n} = compiled({r.choice(COMPILED)})({x})"
+        if kind == "optim" and "w" in self.t and self.t["w"].is_leaf:
+            return (f"w.grad = None\n({x} * w).sum().backward() if {x}.shape == w.shape else (w * 2).sum().backward()"
+                    f"\n{r.choice(OPTIMIZERS)}.step()")
+        if kind == "index" and v.dim():
+            s = r.choice(SCALARS)
+            y = pick()
+            mask = pick(lambda t: t.dtype == torch.bool and t.shape == v.shape)
+            rows = "torch.tensor([0, 2]).to(d)" if v.shape[0] >= 3 else "torch.tensor([0]).to(d)"
+            options = [f"{x}[{rows}] = {s}", f"{x}[{x} > 0] = {s}", f"{x}.index_put_(({rows},), {y}[0])",
+                       f"{n} = {x}[{rows}]", f"{n} = {x}.index_select(0, {rows})"]
+            if mask:
+                options += [f"{x}[{mask}] = {s}", f"{n} = {x}[{mask}]"]
+            return r.choice(options)
+        if kind == "layout":
+            numel = v.numel()
+            return r.choice([f"{x}.squeeze_()", f"{x}.resize_({max(numel // 2, 1)})" if numel else f"{x}.squeeze_()",
+                             f"{x}.set_({pick(lambda t: t.dtype == v.dtype)})", f"{n} = {x}.contiguous().view(-1)",
+                             f"{n} = {x}.mT.contiguous()", f"{n} = {x}.as_strided(({max(numel // 2, 1)},), (1,))"])
         if kind == "unary":
             op = r.choice([u for u in UNARY if fl or u not in FLOAT_ONLY])
             return f"{n} = {x}.{op}()" if op != "relu" else f"{n} = torch.relu({x})"
@@ -101,13 +141,19 @@ class _Gen:
         if kind == "misc":
             y = pick()
             return r.choice([f"{n} = torch.where({pick(lambda t: t.dtype == torch.bool)}, {x}, {y})",
+                             f"{n} = {x}.int() * 3", f"{n} = {x}.bool() | (c > 0)", f"{n} = c * 2.5 + {x}",
+                             f"{n} = {x} + True", f"{n} = (c // 2) * {x}", f"{n} = torch.bitwise_and(c, 3) + {x}",
                              f"{n} = {x}.sum()", f"{n} = {x} ** 2", f"{n} = {x}.float()", f"{n} = {x}.long()",
                              f"{n} = {x} // 2", f"{n} = {x} % 3", f"{n} = {x}.permute(*reversed(range({x}.dim())))",
                              f"{n} = torch.maximum({x}, {y})", f"{n} = {x}.clamp(-1, 1)", f"{n} = {x}.mT"])
         if kind == "compare":
             return f"{n} = {x} {r.choice(['>', '<', '==', '>='])} {r.choice([pick(), r.choice(SCALARS)])}"
         if kind == "reduce" and v.dim():
-            op = r.choice(["sum", "mean", "amax"] if fl else ["sum", "amax"])
+            op = r.choice(["sum", "mean", "amax", "prod", "std", "logsumexp"] if fl else
+                          ["sum", "amax", "prod", "any", "all"])
+            if r.random() < 0.25:
+                return f"{n} = {x}.{r.choice(['max', 'min'])}({self.dim(v)}).values" if v.dtype != torch.bool else \
+                    f"{n} = {x}.argmax() if {x}.dtype != torch.bool else {x}.sum()"
             return f"{n} = {x}.{op}({self.dim(v)}{', keepdim=True' if r.random() < 0.5 else ''})"
         if kind == "view" and v.dim():
             k = self.dim(v)

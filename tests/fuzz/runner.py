@@ -1,5 +1,6 @@
 """Runs a fuzz program on CPU and on xla and compares what both leave behind: every live tensor
-variable (values, shape, dtype; strides reported apart), every `.grad`, every value read.
+variable (values, shape, dtype, strides where torch defines them), every `.grad`, every value read
+and the type of every exception a statement raised.
 
     python tests/fuzz/runner.py --seeds 1000      # seeds 0..999; shrinks and prints failures
 """
@@ -64,7 +65,7 @@ def _compare_tensor(name, ref, got, stride_diffs):
     except AssertionError as e:
         return f"{name}: values differ ({' '.join(str(e).split())[:200]})"
     try:
-        if _defined_strides(got) != _defined_strides(ref):
+        if ref.numel() and _defined_strides(got) != _defined_strides(ref):     # an empty tensor's are arbitrary
             stride_diffs.append(f"{name}: stride {got.stride()} on xla, {ref.stride()} on cpu")
     except Exception:     # noqa: BLE001 - a stride xla cannot report is a stride difference too
         stride_diffs.append(f"{name}: no stride on xla, {ref.stride()} on cpu")
@@ -96,6 +97,10 @@ def compare(program: Program) -> Result:
         torch.testing.assert_close(got_ns["reads"], ref_ns["reads"], rtol=1e-4, atol=1e-4, equal_nan=True)
     except (AssertionError, TypeError, ValueError) as e:
         return Result("mismatch", f"reads differ ({' '.join(str(e).split())[:200]})", strides)
+    if strides:
+        return Result("mismatch", strides[0], strides)
+    if got_ns["errors"] != ref_ns["errors"]:
+        return Result("mismatch", f"raised {got_ns['errors']} on xla, {ref_ns['errors']} on cpu", strides)
     return Result("ok", "", strides)
 
 

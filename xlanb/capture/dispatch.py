@@ -16,7 +16,7 @@ from xlanb import events
 from xlanb.capture import realize
 from xlanb.capture.handlers import choose_handler
 from xlanb.capture.record import outputs_of
-from xlanb.state import emit, runtime_state
+from xlanb.state import emit, note_stage, runtime_state
 from xlanb.capture.tensor import LazyTensor, tensor_meta
 from xlanb.ir.node import intern_meta, make_node
 
@@ -40,8 +40,26 @@ def dispatch(cls, func, types, args=(), kwargs=None):
         return out
     except BaseException as error:
         if _in_backward() == -1:
+            if isinstance(error, KeyboardInterrupt):
+                note_stage(error, f"recording {func}")
             raise
         return defer(error, func, args, kwargs)
+
+
+def _faulting_dispatch(cls, func, types, args=(), kwargs=None):
+    """dispatch, with the armed capture fault raised first (outside backward, where nothing may raise)."""
+    LazyTensor.__torch_dispatch__ = classmethod(dispatch)
+    if _in_backward() == -1:
+        try:
+            _rt.fault("capture")
+        except BaseException as error:
+            note_stage(error, f"recording {func}")
+            raise
+    return dispatch(cls, func, types, args, kwargs)
+
+
+def _arm_capture_fault() -> None:
+    LazyTensor.__torch_dispatch__ = classmethod(_faulting_dispatch)
 
 
 def defer(error: BaseException, func, args, kwargs):
@@ -60,3 +78,4 @@ def defer(error: BaseException, func, args, kwargs):
 
 def install() -> None:
     LazyTensor.__torch_dispatch__ = classmethod(dispatch)
+    _rt.arm_capture_fault = _arm_capture_fault

@@ -22,7 +22,8 @@ from xlanb import events
 from xlanb.capture import record as rec
 from xlanb.capture.datadep import cpu_cut
 from xlanb.capture.frames import user_frames, user_location
-from xlanb.capture.mutations import lookup, mutation_handler, resize_, unsupported_mutation
+from xlanb.capture.views import _AS_STRIDED, _REINTERPRETING, as_strided_view, check_no_replayed_views
+from xlanb.capture.mutations import lookup, mutation_handler, resize_, set_, unsupported_mutation
 from xlanb.capture.realize import check_execution, copy_across, eager_replay, eager_run, to_cpu
 from xlanb.capture.record import NoMetaKernel, OpPlan, plan_of
 from xlanb.capture.tensor import (LazyTensor, ViewStep, new_tensor, new_view, storage_of, tensor_meta, value,
@@ -59,6 +60,8 @@ def view_handler(func, args, kwargs):
     base = args[0]
     if type(base) is not LazyTensor:
         return generic(func, args, kwargs)
+    if func is _AS_STRIDED and not any(step.name in _REINTERPRETING for step in view_chain(base)):
+        return as_strided_view(base, *args[1:], **(kwargs or {}))
     plan = plan_of(func)
     consts = tuple(tuple(a) if type(a) is list else a for a in args[1:])
     key = (tensor_meta(base), const_key(consts), const_key(kwargs) if kwargs else None)
@@ -99,6 +102,8 @@ _INPLACE_VIEWS = {
 def inplace_view_handler(view_op):
     def h(func, args, kwargs):
         self = args[0]
+        if self._storage is not None and self.requires_grad and self._base is None:
+            check_no_replayed_views(self, func)
         view = view_handler(view_op, args, kwargs)
         with torch._C._DisableTorchDispatch():
             func(self, *args[1:], **(kwargs or {}))
@@ -215,6 +220,7 @@ SPECIAL = {
     "aten._batch_norm_with_update.default": batch_norm_with_update,
     "aten.resize_.default": resize_,
     "aten.resize_as_.default": resize_,
+    "aten.set_.source_Tensor": set_,
 }
 
 

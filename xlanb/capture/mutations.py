@@ -11,8 +11,9 @@ from xlanb.capture.frames import user_location
 from xlanb.capture.record import NoMetaKernel, plan_of
 from xlanb.capture.rng import take_key
 from xlanb.state import runtime_state
-from xlanb.capture.tensor import LazyTensor, mark_pending, tensor_meta, value, write_value
-from xlanb.ir.node import contiguous_strides, intern_meta, make_node
+from xlanb.capture.tensor import LazyTensor, storage_of, tensor_meta, value, view_chain, write_value
+from xlanb.capture.views import as_strided_view
+from xlanb.ir.node import contiguous_strides, make_node
 
 _rt = runtime_state()
 
@@ -164,38 +165,29 @@ def _written_targets(written, args, kwargs) -> list:
     return targets
 
 
-def _restride(t: LazyTensor, size, stride, offset=0) -> None:
-    """Sets the wrapper's sizes and strides (within its storage), as torch's kernels do."""
-    with torch._C._DisableTorchDispatch():
-        aten.as_strided_.default(t, list(size), list(stride), offset)
-
-
 def resize_value(t: LazyTensor, shape) -> None:
-    """Gives `t` the shape `shape` in place, keeping its first elements in order (resize_, and
-    out= tensors of another shape). Only within the memory the tensor has: xla tensors
+    """Gives `t` the shape `shape` in place (resize_, and out= tensors of another shape): as on
+    CPU, t becomes the contiguous run of `shape` from its storage offset, in memory order (a
+    view of its storage, so other views stay in step). Only within the storage: xla tensors
     cannot grow in place."""
     shape = tuple(int(d) for d in shape)
     meta = tensor_meta(t)
     if meta.shape == shape:
         return
+    root = t._node.meta if t._node is not None else t._storage.node.meta
     numel = 1
     for d in shape:
         numel *= d
-    itemsize = torch.empty((), dtype=meta.dtype).element_size()
-    if numel * itemsize > t.untyped_storage().nbytes() or t._node is None and t._storage is not None:
+    if meta.offset + numel > root.numel:
         raise NotImplementedError(
-            f"resizing an xla tensor of shape {list(meta.shape)} to {list(shape)} in place is not supported "
-            "(xla tensors cannot grow, nor resize while views share their memory); allocate a tensor of "
-            "the new shape instead (for out=, pass an out tensor of the result's shape)")
-    flat = make_node(aten.reshape.default, "aten.reshape.default", (value(t), (-1,)), None,
-                     intern_meta((meta.numel,), meta.dtype))
-    part = make_node(aten.slice.Tensor, "aten.slice.Tensor", (flat, 0, 0, numel), None,
-                     intern_meta((numel,), meta.dtype))
-    new_meta = intern_meta(shape, meta.dtype)
-    node = make_node(aten.reshape.default, "aten.reshape.default", (part, shape), None, new_meta)
-    _restride(t, shape, contiguous_strides(shape))
-    t._node = node
-    mark_pending(t)
+            f"resizing an xla tensor of shape {list(meta.shape)} to {list(shape)} in place is not supported: "
+            f"its storage holds {root.numel} elements and xla tensors cannot grow; allocate a tensor of the new "
+            "shape instead (for out=, pass an out tensor of the result's shape)")
+    view = as_strided_view(t, shape, contiguous_strides(shape), meta.offset)
+    with torch._C._DisableTorchDispatch():
+        t.data = view                        # the wrapper's sizes and strides, not a value
+    t._node, t._storage = None, view._storage
+    t._views, t._view_version, t._view_node = view._views, -1, None
 
 
 def resize_(func, args, kwargs):
@@ -204,6 +196,20 @@ def resize_(func, args, kwargs):
     if type(self) is not LazyTensor:
         return cpu_cut(func, args, kwargs)
     resize_value(self, shape)
+    return self
+
+
+def set_(func, args, kwargs):
+    """`t.set_(src)`: t shares src's storage and takes its shape, strides and offset (views of
+    t's old storage keep it); writes through either are seen by both, as on CPU."""
+    self, src = args[0], args[1]
+    if type(self) is not LazyTensor or type(src) is not LazyTensor:
+        return cpu_cut(func, args, kwargs)
+    storage = storage_of(src)
+    with torch._C._DisableTorchDispatch():
+        self.data = src                      # the wrapper's sizes, strides and storage, not a value
+    self._node, self._storage = None, storage
+    self._views, self._view_version, self._view_node = view_chain(src), -1, None
     return self
 
 

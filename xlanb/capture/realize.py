@@ -197,6 +197,7 @@ def to_cpu(t: LazyTensor, cause: str = "value access") -> torch.Tensor:
     host = download(n.buffer)
     chain = view_chain(t)
     if chain:
+        host = with_layout(host, n.meta)
         with torch.no_grad(), host_dispatch():
             for step in chain:
                 out = step.op(host, *step.args, **(step.kwargs or {}))
@@ -205,6 +206,16 @@ def to_cpu(t: LazyTensor, cause: str = "value access") -> torch.Tensor:
                     host = host.resolve_conj().resolve_neg()
             host = host.clone()
     return host
+
+
+def with_layout(host: torch.Tensor, meta) -> torch.Tensor:
+    """`host` (a row-major copy of a value) laid out in memory as `meta` says, so that views
+    replayed on it (`view`, `as_strided`) see the storage torch would."""
+    if meta.mkstrides is None or any(st == 0 and d > 1 for d, st in zip(meta.shape, meta.strides)):
+        return host                    # contiguous, or overlapping (no layout a copy could take)
+    laid = meta.empty("cpu")
+    laid.copy_(host)
+    return laid
 
 
 def pending_snapshot(namespace=None) -> events.PendingSnapshot | None:

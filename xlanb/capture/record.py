@@ -15,6 +15,7 @@ from xlanb.capture.frames import user_location
 from xlanb.state import runtime_state
 from xlanb.capture.tensor import LazyTensor, new_tensor, value
 from xlanb.ir.node import Meta, Node, Scalar, data_node, lift, make_node, meta_of
+from xlanb.lower.fallback import host_dispatch
 from xlanb.lower.registry import lookup
 from xlanb.runtime.transfer import upload
 
@@ -147,6 +148,11 @@ def infer_meta(func, plan: OpPlan, nargs, nkwargs):
             raise NoMetaKernel(text) from e
         _raise_cpu_error(func, margs, mkwargs)
         raise
+    except (IndexError, ValueError, TypeError):     # a meta kernel's Python error: CPU's type wins
+        _raise_cpu_error(func, margs, mkwargs)
+        raise
+    if _POINTWISE in func.tags and all(a.dtype in _PROBED for a in margs if isinstance(a, torch.Tensor)):
+        _check_dtypes_on_cpu(func, margs, mkwargs)
     fix = _CPU_META.get(plan.name)
     if fix is not None:
         out = fix(func, margs, mkwargs, out)
@@ -201,6 +207,35 @@ def _on_cpu(x):
     return x
 
 
+_POINTWISE = torch.Tag.pointwise
+_PROBE_ERRORS = (RuntimeError, NotImplementedError, TypeError)
+# dtypes whose CPU kernels are the reference (half, complex and float8 kernels are sparser on
+# CPU than on accelerators: no probe there)
+_PROBED = {torch.bool, torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64, torch.float32,
+           torch.float64}
+
+
+def _one(x):
+    if isinstance(x, torch.Tensor):
+        return torch.ones((1,) * x.dim(), dtype=x.dtype)
+    if isinstance(x, list):
+        return [_one(y) for y in x]
+    if isinstance(x, torch.device):
+        return torch.device("cpu")
+    return x
+
+
+def _check_dtypes_on_cpu(func, margs, mkwargs) -> None:
+    """Pointwise meta kernels skip the dtype checks that CPU kernels make (`-` on bool, `&` on
+    float, abs of bool): the op runs once per new signature on one-element CPU tensors of the
+    same dtypes (any shape broadcasts with them) and CPU's error, if any, is raised."""
+    try:
+        with torch.no_grad(), host_dispatch():
+            func(*[_one(a) for a in margs], **{k: _one(v) for k, v in mkwargs.items()})
+    except _PROBE_ERRORS as cpu_error:
+        raise type(cpu_error)(str(cpu_error)) from None
+
+
 def _raise_cpu_error(func, margs, mkwargs) -> None:
     """Re-raises a shape or dtype error with the message torch gives on CPU (meta kernels
     word some errors differently). Only for small inputs; otherwise the meta error stands."""
@@ -209,7 +244,7 @@ def _raise_cpu_error(func, margs, mkwargs) -> None:
         return
     try:
         func(*[_on_cpu(a) for a in margs], **{k: _on_cpu(v) for k, v in mkwargs.items()})
-    except RuntimeError as cpu_error:
+    except (RuntimeError, IndexError, ValueError, TypeError) as cpu_error:
         raise type(cpu_error)(str(cpu_error)) from None
 
 

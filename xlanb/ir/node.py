@@ -45,12 +45,13 @@ class Meta:
     def __repr__(self) -> str:
         return self.text
 
-    def empty(self) -> torch.Tensor:
-        """A meta tensor with exactly this layout, for running torch's meta kernels."""
+    def empty(self, device: str = "meta") -> torch.Tensor:
+        """An uninitialised tensor with exactly this layout: on "meta", for running torch's meta
+        kernels; on "cpu", for replaying views on a value as torch lays it out."""
         if self.offset == 0:
-            return torch.empty_strided(self.shape, self.strides, dtype=self.dtype, device="meta")
+            return torch.empty_strided(self.shape, self.strides, dtype=self.dtype, device=device)
         extent = self.offset + sum((d - 1) * s for d, s in zip(self.shape, self.strides) if d > 0) + 1
-        base = torch.empty(extent, dtype=self.dtype, device="meta")
+        base = torch.empty(extent, dtype=self.dtype, device=device)
         return base.as_strided(self.shape, self.strides, self.offset)
 
 

@@ -12,6 +12,9 @@ import contextlib
 from xlanb import events, hooks
 from xlanb._config import config
 from xlanb.report import CellContext, Cells, build_report, location_text
+from xlanb.state import runtime_state
+
+_rt = runtime_state()
 
 
 @dataclasses.dataclass
@@ -102,13 +105,16 @@ class Extension:
             return
         try:
             report = self.build(cell, result, style)
-        except Exception as error:      # a report bug must not look like the user's cell failed
-            print(f"xlanb: could not build the cell report: {type(error).__name__}: {error}", file=sys.stderr)
+        except (Exception, KeyboardInterrupt) as error:      # the user's cell ran: it must not look failed
+            print(f"xlanb: could not build the cell report: {type(error).__name__}: {error}".rstrip(": "),
+                  file=sys.stderr)
             return
         if report is not None:
             self.show(report)
 
     def build(self, cell: CellRun, result, style: str):
+        if _rt.faults:
+            _rt.fault("report")
         eager = hooks.is_eager_mode()
         if not eager and hooks.pending_signature() != cell.pending_before:
             hooks.snapshot_pending(self.shell.user_ns)      # an event: the report reads it

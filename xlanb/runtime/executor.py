@@ -24,7 +24,7 @@ from xlanb.lower.to_jax import build_function
 from xlanb.runtime import partition
 from xlanb.runtime.cache import persistent_cache
 from xlanb.runtime.stages import Compiled, Lowered
-from xlanb.state import emit, runtime_state
+from xlanb.state import emit, note_stage, runtime_state
 
 _rt = runtime_state()
 _COST_PART = re.compile(r"\d+\{\}$|out\{\}$")     # per-operand entries of XLA's cost analysis
@@ -61,10 +61,23 @@ def compile_graph(graph: Graph, *, eager: bool, cause: str = "", frames=()) -> C
     emit(events.CompileStart(name=graph.name, eager=eager, nodes=graph.compute_nodes))
     persistent_cache.enable()
     start = time.perf_counter_ns()
-    lowered = lower_graph(graph)
+    what = f"graph '{graph.name}' ({graph.compute_nodes} ops)"
+    try:
+        if _rt.faults:
+            _rt.fault("lowering")
+        lowered = lower_graph(graph)
+    except BaseException as error:
+        note_stage(error, f"lowering {what} to StableHLO")
+        raise
     lowered_at = time.perf_counter_ns()
     hits = persistent_cache.hits()
-    compiled = lowered.compile()
+    try:
+        if _rt.faults:
+            _rt.fault("compilation")
+        compiled = lowered.compile()
+    except BaseException as error:
+        note_stage(error, f"compiling {what} with XLA")
+        raise
     done = time.perf_counter_ns()
     texts = _texts(lowered, compiled) if _rt.want_texts or _rt.config.debug >= 4 else {}
     emit(events.Compile(
@@ -126,7 +139,13 @@ def run_graph(graph: Graph, *, eager: bool, cause: str = "", frames=()) -> tuple
 def launch(compiled: Compiled, name: str, args: list, *, eager: bool, cached: bool, donated: int = 0) -> tuple:
     """Calls the executable on device buffers (and scalar vectors); emits Execute."""
     start = time.perf_counter_ns()
-    outs = compiled(*args)
+    try:
+        if _rt.faults:
+            _rt.fault("execution")
+        outs = compiled(*args)
+    except BaseException as error:
+        note_stage(error, f"running graph '{name}' on the device")
+        raise
     emit(events.Execute(name=name, key=compiled.digest, eager=eager, ns=time.perf_counter_ns() - start,
                         cached=cached, donated=donated))
     _track(outs)

@@ -10,7 +10,7 @@ import torch
 
 from xlanb import events
 from xlanb.lower.dtypes import numpy_to_torch, torch_to_numpy
-from xlanb.state import emit, runtime_state
+from xlanb.state import emit, note_stage, runtime_state
 
 _rt = runtime_state()
 
@@ -19,8 +19,14 @@ def upload(t: torch.Tensor) -> jax.Array:
     """Copies a CPU tensor to the device (a copy: later CPU writes do not leak in)."""
     start = time.perf_counter_ns()
     host = torch_to_numpy(t)
-    with jax.enable_x64(True):
-        buf = jax.device_put(host, _rt.jax_device())
+    try:
+        if _rt.faults:
+            _rt.fault("transfer")
+        with jax.enable_x64(True):
+            buf = jax.device_put(host, _rt.jax_device())
+    except BaseException as error:
+        note_stage(error, f"copying {host.nbytes} bytes to the device")
+        raise
     emit(events.Transfer(direction="to_device", nbytes=host.nbytes, ns=time.perf_counter_ns() - start))
     return buf
 
@@ -33,7 +39,13 @@ def upload_numpy(host: np.ndarray) -> jax.Array:
 def download(buf: jax.Array) -> torch.Tensor:
     """Waits for `buf` and copies it into a new CPU tensor."""
     start = time.perf_counter_ns()
-    host = np.asarray(buf) if buf.is_fully_addressable else _gather(buf)
+    try:
+        if _rt.faults:
+            _rt.fault("transfer")
+        host = np.asarray(buf) if buf.is_fully_addressable else _gather(buf)
+    except BaseException as error:
+        note_stage(error, f"copying {buf.nbytes} bytes from the device")
+        raise
     t = numpy_to_torch(host)
     emit(events.Transfer(direction="from_device", nbytes=host.nbytes, ns=time.perf_counter_ns() - start))
     return t

@@ -127,9 +127,11 @@ def eager_replay(fast_key, name: str, meta, buffers: tuple, scalar) -> LazyTenso
     key = _rt.eager_ops.get(fast_key)
     if key is None:
         return None
-    for b in buffers:                      # a sharded operand: the slow path keys its sharding
-        if type(b.sharding) is not _SINGLE:
-            return None
+    several = _rt.several_devices
+    if several or (several is None and _rt.count_devices()):
+        for b in buffers:                  # a sharded operand: the slow path keys its sharding
+            if type(b.sharding) is not _SINGLE:
+                return None
     compiled = _rt.cache.get(key)
     if compiled is None:                   # evicted: compile again through the slow path
         return None

@@ -22,7 +22,9 @@ def initialize(coordinator_address: str | None = None, num_processes: int | None
     except RuntimeError as e:
         raise RuntimeError(f"xlanb.spmd.initialize: {e}. Call it at the top of the program, before any "
                            "tensor is moved to the xla device (JAX's backends start once per process).") from e
-    runtime_state()._jax_devices.clear()
+    rt = runtime_state()
+    rt._jax_devices.clear()
+    rt.several_devices = None
 
 
 def process_index() -> int:

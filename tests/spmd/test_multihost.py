@@ -35,4 +35,5 @@ def test_two_processes_train_data_parallel_over_8_global_devices():
         assert r["processes"] == 2 and r["devices"] == 8 and r["local_devices"] == 4 and r["mesh"] == 8
         assert r["loss_diff"] <= 1e-5 and r["param_diff"] <= 1e-5
         assert r["batch_spec"] == "('data', None) on mesh data=8"
+        assert r["gathered"] and r["spread_spec"] == "('data', None) on mesh data=8"
     assert results[0]["losses"] == results[1]["losses"]

@@ -64,6 +64,7 @@ def test_changed_input_sharding_recompiles_once_and_is_explained():
     assert r["sync_compiles_after_get_sharding"] == 0
     assert r["cleared"] and r["w_cleared"] and r["back_one_device"]
     assert r["back_value"] <= 1e-4
+    assert r["eager_spec"] == "('data', None) on mesh data=8" and r["eager_ok"]
 
 
 def test_bad_shardings_name_the_tensor_spec_and_mesh_at_the_users_line():

@@ -45,7 +45,11 @@ losses_dp = train(dp, mesh)
 weights_dp = [p.detach().cpu() for p in dp.parameters()]
 one = copy.deepcopy(base).to("xla")        # this process's first device alone
 losses_one = train(one, None)
-report(process=xs.process_index(), processes=xs.process_count(), devices=xs.global_device_count(),
+# a value sharded over both processes is gathered from both by .cpu()
+spread = xs.mark_sharding(torch.arange(32.0).reshape(16, 2).to("xla"), mesh, ("data", None))
+doubled = (spread * 2).cpu()
+report(gathered=bool(torch.equal(doubled, torch.arange(32.0).reshape(16, 2) * 2)),
+       spread_spec=xs.sharding_spec(spread), process=xs.process_index(), processes=xs.process_count(), devices=xs.global_device_count(),
        local_devices=len(__import__("jax").local_devices()), mesh=mesh.size(),
        loss_diff=max(abs(a - b) for a, b in zip(losses_one, losses_dp)),
        param_diff=max_diff(weights_dp, one.parameters()), losses=losses_dp,

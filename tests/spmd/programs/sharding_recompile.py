@@ -31,12 +31,21 @@ xlanb.sync()
 after_sync = compiles() - before
 computed_spec = xs.sharding_spec(z)
 
+# eager mode on sharded tensors: each op is a one-op graph on the mesh (the eager fast path keys no
+# shardings, so they take the slow path), with the partitioner's output sharding
+with xlanb.eager_mode_context(True):
+    e = xs.mark_sharding(torch.ones(32, 16).to("xla"), mesh, ("data", None))
+    f = (e * 3 + 1).tanh()
+    g = (e * 3 + 1).tanh()
+eager_spec = xs.sharding_spec(f)
+eager_ok = bool(torch.allclose(f.cpu(), torch.full((32, 16), 4.0).tanh())) and bool(torch.equal(f.cpu(), g.cpu()))
+
 # back to one device: clear_sharding and to_one_device
 xs.clear_sharding(z)
 xs.to_one_device(w)
 back = (z * 3).sum()
 xlanb.sync()
-report(counts=[c - counts[0] for c in counts], explained=explained, pending_spec=pending_spec,
+report(eager_spec=eager_spec, eager_ok=eager_ok, counts=[c - counts[0] for c in counts], explained=explained, pending_spec=pending_spec,
        computed_spec=computed_spec, sync_compiles_after_get_sharding=after_sync,
        cleared=xs.get_sharding(z) is None, w_cleared=xs.get_sharding(w) is None,
        back_one_device=xs.get_sharding(back) is None,

@@ -198,8 +198,8 @@ class DevicesSection:
         return {"graphs": [g.to_json() for g in self.graphs],
                 "loader": self.loader.to_json() if self.loader is not None else None}
 
-    def text_lines(self) -> list[str]:
-        return sharding_text(self.graphs, self.loader)
+    def text_lines(self, pictures: bool = True) -> list[str]:
+        return sharding_text(self.graphs, self.loader, pictures)
 
     def html(self) -> str:
         return sharding_html(self.graphs, self.loader)

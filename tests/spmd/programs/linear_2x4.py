@@ -1,13 +1,14 @@
 """A 2x4 mesh: a Linear with sharded weights against the unsharded one, forward and backward; the
 optimized HLO of a sharded matmul and the cell report's shardings and collectives."""
 
+import jsonschema
 import torch
 import torch.nn as nn
 
 import xlanb
 import xlanb.spmd as xs
 from xlanb import hooks
-from xlanb.report import build_report, render_json, render_text
+from xlanb.report import SCHEMA, build_report, render_json, render_text
 from common import max_diff, report
 
 torch.manual_seed(0)
@@ -50,6 +51,7 @@ with hooks.recording_texts():
     xlanb.sync()
     c.cpu()
 data = render_json(build_report(hooks.since(mark)))
+jsonschema.validate(data, SCHEMA)
 graphs = data["devices"]["graphs"] if data.get("devices") else []
 text = render_text(build_report(hooks.since(mark)))
 print(text)

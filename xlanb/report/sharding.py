@@ -142,7 +142,7 @@ def _memory_text(memory: dict) -> str:
     return ", ".join(f"{k} {format_bytes(v)}" for k, v in parts)
 
 
-def sharding_text(sections, loader: LoaderSection | None = None, pictures: bool = True) -> list[str]:
+def devices_text(sections, loader: LoaderSection | None = None, pictures: bool = True) -> list[str]:
     """The devices section as text lines (render_text appends them)."""
     out = []
     for g in sections:
@@ -166,7 +166,7 @@ def sharding_text(sections, loader: LoaderSection | None = None, pictures: bool 
     return out
 
 
-def sharding_html(sections, loader: LoaderSection | None = None) -> str:
+def devices_html(sections, loader: LoaderSection | None = None) -> str:
     """The devices section as HTML (pictures inline, readable without CSS or JS)."""
     e = html.escape
     parts = []
@@ -199,10 +199,10 @@ class DevicesSection:
                 "loader": self.loader.to_json() if self.loader is not None else None}
 
     def text_lines(self, pictures: bool = True) -> list[str]:
-        return sharding_text(self.graphs, self.loader, pictures)
+        return devices_text(self.graphs, self.loader, pictures)
 
     def html(self) -> str:
-        return sharding_html(self.graphs, self.loader)
+        return devices_html(self.graphs, self.loader)
 
 
 def devices_section(evs) -> DevicesSection | None:

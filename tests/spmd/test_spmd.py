@@ -65,6 +65,7 @@ def test_changed_input_sharding_recompiles_once_and_is_explained():
     assert r["cleared"] and r["w_cleared"] and r["back_one_device"]
     assert r["back_value"] <= 1e-4
     assert r["eager_spec"] == "('data', None) on mesh data=8" and r["eager_ok"]
+    assert r["kept_spec"] == "('data', None) on mesh data=8" and r["kept_value"]     # in-place writes keep it
 
 
 def test_bad_shardings_name_the_tensor_spec_and_mesh_at_the_users_line():

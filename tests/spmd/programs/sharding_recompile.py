@@ -40,12 +40,21 @@ with xlanb.eager_mode_context(True):
 eager_spec = xs.sharding_spec(f)
 eager_ok = bool(torch.allclose(f.cpu(), torch.full((32, 16), 4.0).tanh())) and bool(torch.equal(f.cpu(), g.cpu()))
 
+# a tensor written in place keeps its sharding (a CPU value copied in, a sum broadcast back)
+kept = xs.mark_sharding(torch.zeros(32, 16).to("xla"), mesh, ("data", None))
+with torch.no_grad():
+    kept.copy_(torch.ones(32, 16))
+    kept.add_(kept.sum(0, keepdim=True))
+xlanb.sync()
+kept_spec = xs.sharding_spec(kept)
+kept_value = bool(torch.equal(kept.cpu(), torch.full((32, 16), 33.0)))
+
 # back to one device: clear_sharding and to_one_device
 xs.clear_sharding(z)
 xs.to_one_device(w)
 back = (z * 3).sum()
 xlanb.sync()
-report(eager_spec=eager_spec, eager_ok=eager_ok, counts=[c - counts[0] for c in counts], explained=explained, pending_spec=pending_spec,
+report(kept_spec=kept_spec, kept_value=kept_value, eager_spec=eager_spec, eager_ok=eager_ok, counts=[c - counts[0] for c in counts], explained=explained, pending_spec=pending_spec,
        computed_spec=computed_spec, sync_compiles_after_get_sharding=after_sync,
        cleared=xs.get_sharding(z) is None, w_cleared=xs.get_sharding(w) is None,
        back_one_device=xs.get_sharding(back) is None,

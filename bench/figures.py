@@ -151,7 +151,8 @@ def catalogue(w5_sizes=("1k", "10k", "100k"), w5_lowered=("1k", "10k")) -> list[
                          ("alias", positive("> 0 (donation works)"))):
         figs.append(Figure(f"W3.device_{kind}", f"W3 step device bytes: {kind}", "B",
                            f"W3.device_{kind}", f"W3.device_{kind}", target=target))
-    return figs
+    from generation import FIGURES as W6_FIGURES       # W6 (HF generate) lives in its own module
+    return figs + W6_FIGURES
 
 
 def summary(values: list[float]) -> dict:

@@ -44,6 +44,8 @@ _device = _install()
 
 def device(index: int = 0) -> _torch.device:
     """The xla device (`xla:0` unless XLANB_DEVICE_NAME says otherwise)."""
+    if isinstance(index, bool) or not isinstance(index, int):
+        raise TypeError(f"xlanb.device(index) takes an int, got {type(index).__name__} {index!r}")
     if index != 0:
         raise ValueError(f"xlanb drives one device; xla:{index} does not exist")
     return _device

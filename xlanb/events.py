@@ -89,7 +89,7 @@ def lines_text(lines) -> str:
 class Change:
     """One ingredient of a graph's cache key that differs from the graph compared with."""
     kind: str              # "input", "inputs", "op", "operands", "constant", "shape", "scalar", "scalars",
-                           # "outputs", "donation", "sharding", "shardings", "evicted", "cleared"
+                           # "outputs", "donation", "sharding", "shardings", "evicted", "cleared", "growth" (a hint)
     index: int
     before: str
     after: str
@@ -117,6 +117,10 @@ class Change:
             return f"donation changed: {self.before} -> {self.after}"
         if self.kind == "evicted":
             return f"the same graph was evicted from the cache ({self.after})"
+        if self.kind == "growth":      # location holds the dim that grows
+            return (f"a dimension grows by 1 each call: input {self.index} dim {self.location}, {self.before} -> "
+                    f"{self.after}, so every length compiles its own graph; give it a fixed size (a "
+                    f"preallocated buffer; for HF generate(), cache_implementation=\"static\")")
         if self.kind == "cleared":
             return f"the same graph compiled before; {self.after}"
         return f"{self.kind}: {self.before} -> {self.after}"

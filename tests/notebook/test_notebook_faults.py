@@ -76,3 +76,23 @@ def test_reset_disarms_an_armed_fault():
     xlanb.reset()
     y = torch.ones(3, device="xla") * 2        # neither fault fires
     assert y.cpu().tolist() == [2.0, 2.0, 2.0]
+
+
+@pytest.mark.parametrize("line, words", [
+    ("%%xla_compile --max-graphs 0\nz = y + 1", "--max-graphs must be >= 1, got 0"),
+    ("%%xla_compile --max-graphs x\nz = y + 1", "argument --max-graphs: invalid int value: 'x'"),
+    ("%%xla_compile --bogus\nz = y + 1", "unrecognized arguments: --bogus"),
+    ("%xla_mode fast", "%xla_mode takes eager or lazy, got 'fast'"),
+    ("%xla_report loud", "%xla_report takes one of on, off, compact, full, got 'loud'"),
+])
+def test_bad_magic_arguments_are_usage_errors_and_lose_nothing(cell, line, words):
+    from IPython.core.error import UsageError
+
+    assert cell("%xla_mode lazy").error is None
+    assert cell(SETUP + "z = None\n").error is None
+    bad = cell(line)
+    assert isinstance(bad.error, UsageError) and words in str(bad.error)
+    assert _ns()["z"] is None                            # the body did not run
+    assert xlanb.is_eager_mode() is False and xlanb.runtime_state().compile_scope is None
+    after = cell("v = y.cpu()")
+    assert after.error is None and _ns()["v"][0, 0].item() == pytest.approx(1.56)

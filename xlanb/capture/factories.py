@@ -12,6 +12,7 @@ import torch
 
 from xlanb.capture import realize
 from xlanb.capture.frames import user_location
+from xlanb.capture.growth import lift_fill
 from xlanb.capture.realize import copy_across
 from xlanb.capture.rng import take_key
 from xlanb.capture.tensor import LazyTensor, new_tensor
@@ -27,9 +28,14 @@ _library: list = []
 
 def _record_factory(op, args: tuple, kwargs: dict):
     """A node with no operands; shape and dtype from the op on the meta device."""
+    device = kwargs.get("device")
+    if device is not None and torch.device(device).index not in (None, 0):
+        raise RuntimeError(f"xlanb drives one device; {torch.device(device)} does not exist (use '{_rt.device}')")
     kwargs = {k: v for k, v in kwargs.items() if k not in ("device", "pin_memory", "layout", "generator")}
     meta = meta_of(op(*args, **kwargs, device="meta"))
     args = tuple(tuple(a) if isinstance(a, list) else a for a in args)
+    if op is aten.full.default:
+        args = lift_fill(args, kwargs)
     rule = lookup(str(op))
     if rule is not None and rule.rng:
         args = (take_key(),) + args

@@ -71,3 +71,33 @@ def user_location() -> tuple[str, int] | None:
             return (filename, f.f_lineno)
         f = f.f_back
     return None
+
+
+# the runtime's own code: a value read's "library frame" is the innermost frame outside these
+_RUNTIME_DIRS = tuple(dict.fromkeys(os.path.join(p, "") for p in (
+    os.path.dirname(torch.__file__),
+    os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+    os.path.dirname(os.__file__),
+)))
+_SITE_DIRS = tuple(dict.fromkeys(os.path.join(p, "") for p in (sysconfig.get_paths()["purelib"],
+                                                                 sysconfig.get_paths()["platlib"])))
+
+
+def library_site() -> str:
+    """Where library code (an installed package other than torch, e.g. transformers) asked for a
+    value: `"transformers/masking_utils.py:292 (_ignore_causal_mask_sdpa)"`, or "" when the user's
+    own code asked directly (the first non-runtime frame is the user's)."""
+    f = sys._getframe(1)
+    while f is not None:
+        filename = f.f_code.co_filename
+        if not filename.startswith(_RUNTIME_DIRS) and not filename.startswith(_HIDDEN_FILES):
+            if not is_library(filename):
+                return ""
+            short = filename
+            for d in _SITE_DIRS:
+                if filename.startswith(d):
+                    short = filename[len(d):]
+                    break
+            return f"{short}:{f.f_lineno} ({f.f_code.co_name})"
+        f = f.f_back
+    return ""

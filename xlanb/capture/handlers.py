@@ -39,6 +39,7 @@ aten = torch.ops.aten
 # Generic and fallback -----------------------------------------------------------------
 
 def generic(func, args, kwargs):
+    rec.check_devices(plan_of(func), args, kwargs)
     try:
         return rec.record(func, args, kwargs or {})
     except NoMetaKernel:
@@ -338,8 +339,9 @@ def _eager_op(func, name, nargs, operands, m, key, fast_key, buffers, scalar):
 
 def choose_handler(func):
     from xlanb.capture.datadep import HANDLERS
+    from xlanb.capture.growth import HANDLERS as GROWTH
     handler = _choose(func)
-    wrap = HANDLERS.get(str(func))
+    wrap = HANDLERS.get(str(func)) or GROWTH.get(str(func))
     return handler if wrap is None else wrap(handler)
 
 

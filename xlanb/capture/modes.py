@@ -15,6 +15,9 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import numbers
+
+import numpy as np
 
 from xlanb import events
 from xlanb.capture import realize
@@ -24,9 +27,16 @@ from xlanb.state import emit, runtime_state
 _rt = runtime_state()
 
 
+def check_flag(what: str, value) -> bool:
+    """`value` if it is a bool (numpy's too), else a TypeError naming the argument."""
+    if not isinstance(value, (bool, np.bool_)):
+        raise TypeError(f"{what} must be True or False, got {type(value).__name__} {value!r}")
+    return bool(value)
+
+
 def eager_mode(enable: bool) -> None:
     """In eager mode every op is compiled (once per op shape, cached) and run at once."""
-    _rt.eager = bool(enable)
+    _rt.eager = check_flag("xlanb.eager_mode(enable)", enable)
 
 
 def is_eager_mode() -> bool:
@@ -36,8 +46,9 @@ def is_eager_mode() -> bool:
 @contextlib.contextmanager
 def eager_mode_context(enable: bool):
     """Sets eager mode for a block; yields the previous mode and restores it, also on errors."""
+    enable = check_flag("xlanb.eager_mode_context(enable)", enable)
     previous = _rt.eager
-    _rt.eager = bool(enable)
+    _rt.eager = enable
     try:
         yield previous
     finally:
@@ -172,8 +183,15 @@ def compile(f=None, *, name: str | None = None, full_graph: bool = False,
     full_graph=True turns any forced execution inside into an error that names the
     line; max_different_graphs=N raises when an (N+1)-th distinct graph is traced.
     """
-    if max_different_graphs is not None and max_different_graphs < 1:
-        raise ValueError(f"max_different_graphs must be >= 1, got {max_different_graphs}")
+    check_flag("xlanb.compile(full_graph=...)", full_graph)
+    if name is not None and (not isinstance(name, str) or not name.strip()):
+        raise TypeError(f"xlanb.compile(name=...) must be a non-empty string, got {type(name).__name__} {name!r}")
+    if max_different_graphs is not None:
+        if isinstance(max_different_graphs, bool) or not isinstance(max_different_graphs, numbers.Integral):
+            raise TypeError(f"max_different_graphs must be an int or None, got "
+                            f"{type(max_different_graphs).__name__} {max_different_graphs!r}")
+        if max_different_graphs < 1:
+            raise ValueError(f"max_different_graphs must be >= 1, got {max_different_graphs}")
     if f is None:
         return _Compiler(name, full_graph, max_different_graphs)
     if not callable(f):

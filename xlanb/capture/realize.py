@@ -17,7 +17,8 @@ import torch
 from jax.sharding import SingleDeviceSharding
 
 from xlanb import events
-from xlanb.capture.frames import user_frames
+from xlanb.capture.frames import library_site, user_frames
+from xlanb.capture.growth import host_cat
 from xlanb.capture.tensor import (LazyTensor, base_node, holder_node, new_tensor, prune_pending, tensor_meta,
                                   view_chain, write)
 from xlanb.ir.graph import build_graph, graph_lines
@@ -90,6 +91,8 @@ def pending_node_count() -> int:
 
 def sync(wait: bool = False, cause: str = "xlanb.sync") -> None:
     """Compiles and launches the pending graph of all live tensors (torch_xla's mark_step)."""
+    if type(wait) is not bool:
+        raise TypeError(f"xlanb.sync(wait=...) must be True or False, got {type(wait).__name__} {wait!r}")
     raise_deferred()
     roots = pending_roots()
     frames = user_frames(_rt.config.max_frames) if roots else ()
@@ -164,22 +167,73 @@ def realize(t: LazyTensor, cause: str) -> Node:
 
     Every other live tensor whose pending value that graph computes anyway comes out of it too
     and is kept as device data, so no pending work is computed twice (a decode loop that reads
-    one value per step does not recompute every earlier step). Extra outputs are taken in
-    pending order, so the graph's key is the same from step to step."""
+    one value per step does not recompute every earlier step), and so does every node of it that
+    pending work outside it consumes (`frontier`). Extra outputs are taken in the graph's
+    post-order, so the same graph has the same key whatever order its tensors were made in."""
     raise_deferred()
     n = base_node(t)
     if n.buffer is None:
         frames = user_frames(_rt.config.max_frames)
-        check_execution(cause, frames)
+        site = library_site()
+        if site:
+            cause = f"{cause} in {site}"
         name = _rt.graph_name
         graph = build_graph([n], name)
-        inside = set(graph.order)
-        roots = [n] + [r for r in pending_roots() if r is not n and r in inside]
+        if graph.inputs:
+            check_execution(cause, frames)
+        else:       # a value made from shapes and constants only: it cuts nothing, even in full_graph
+            cause = f"{cause}, derivable from shapes (no graph cut)"
+        inside = {node: i for i, node in enumerate(graph.order)}
+        pending = pending_roots()
+        extra = {r for r in pending if r in inside}
+        extra.update(frontier(inside, pending))
+        extra.discard(n)
+        roots = [n] + sorted(extra, key=lambda r: _position(r, inside))   # the same graph, the same key
         if len(roots) > 1:             # the same nodes, more outputs: walk again for the key
             graph = None
         emit(events.Sync(kind="value", name=name, roots=len(roots), cause=cause, frames=frames))
         execute(roots, name=name, eager=False, cause=cause, frames=frames, donate=False, graph=graph)
     return n
+
+
+def _position(node: Node, inside: dict) -> tuple:
+    """Where an extra output sits in the graph's post-order (an element of a multi-output op
+    taken outside the graph sits right after that op, in element order)."""
+    i = inside.get(node)
+    return (i, -1) if i is not None else (inside[node.args[0]], node.args[1])
+
+
+def frontier(inside, pending: list[Node]) -> list[Node]:
+    """Pending nodes of a graph (`inside`: a set or dict of its nodes) that pending work outside it
+    consumes.
+
+    A value read outputs them too, so the work after the read starts from device data instead of
+    computing them again (a tensor replaced each step, `x = f(x)`, whose old value nobody holds
+    but whose new value is still pending: without this, every step's graph would redo the chain)."""
+    found: list[Node] = []
+    taken: set = set()
+    seen: set = set()
+    for root in pending:
+        if root in inside:
+            continue
+        stack = [root]
+        while stack:
+            node = stack.pop()
+            if node in seen:
+                continue
+            seen.add(node)
+            for o in node.operands:
+                if type(o) is not Node or o.buffer is not None:
+                    continue
+                if o in inside:
+                    if type(o.meta) is tuple:      # a multi-output op: output the element taken outside
+                        o = node if node.name == "xlanb.getitem" else None
+                    if o is not None and o not in taken:
+                        taken.add(o)
+                        found.append(o)
+                elif o not in seen:
+                    stack.append(o)
+    return found
 
 
 def copy_across(dst: torch.Tensor, src: torch.Tensor) -> torch.Tensor:
@@ -195,8 +249,14 @@ def copy_across(dst: torch.Tensor, src: torch.Tensor) -> torch.Tensor:
 
 def to_cpu(t: LazyTensor, cause: str = "value access") -> torch.Tensor:
     """A CPU copy of t's value. Views are applied on the host: no compile for a view."""
-    n = realize(t, cause)
-    host = download(n.buffer)
+    n = base_node(t)
+    host = host_cat(n) if n.buffer is None else None
+    if host is not None:             # the pieces of a grown tensor: joined on the host, kept as device data
+        raise_deferred()
+        n.release(upload(host))
+    else:
+        n = realize(t, cause)
+        host = download(n.buffer)
     chain = view_chain(t)
     if chain:
         host = with_layout(host, n.meta)

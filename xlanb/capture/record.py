@@ -87,6 +87,25 @@ def _convert(x, kind):
     return x
 
 
+# As on CUDA: indices may be CPU tensors; other ops take CPU tensors of 0 dims only (as numbers).
+_TAKE_CPU_TENSORS = {"aten.index.Tensor", "aten.index_put.default", "aten.index_put_.default",
+                     "aten._index_put_impl_.default", "aten._unsafe_index.Tensor", "aten._unsafe_index_put.default"}
+
+
+def check_devices(plan: OpPlan, args, kwargs) -> None:
+    """An op on xla tensors refuses CPU tensors with dimensions, as torch refuses mixing CUDA and
+    CPU (capture's own callers may pass CPU inputs: they become graph inputs)."""
+    if plan.name in _TAKE_CPU_TENSORS:
+        return
+    for x in (*args, *(kwargs or {}).values()):
+        for y in (x if type(x) in (list, tuple) else (x,)):
+            if type(y) is not LazyTensor and isinstance(y, torch.Tensor) and y.dim():
+                raise RuntimeError(
+                    f"Expected all tensors to be on the same device, but found at least two devices, "
+                    f"{_rt.device} and {y.device}! ({plan.name} got a {y.device} tensor of shape {list(y.shape)}: "
+                    f"move it with .to('{_rt.device}'); a 0-dim CPU tensor or a Python number may stay)")
+
+
 def to_node_args(plan: OpPlan, args, kwargs):
     kinds = plan.positional
     nargs = tuple(_convert(a, kinds[i] if i < len(kinds) else OTHER) for i, a in enumerate(args))
@@ -151,8 +170,12 @@ def infer_meta(func, plan: OpPlan, nargs, nkwargs):
     except (IndexError, ValueError, TypeError):     # a meta kernel's Python error: CPU's type wins
         _raise_cpu_error(func, margs, mkwargs)
         raise
-    if _POINTWISE in func.tags and all(a.dtype in _PROBED for a in margs if isinstance(a, torch.Tensor)):
-        _check_dtypes_on_cpu(func, margs, mkwargs)
+    tensors = [a for a in margs if isinstance(a, torch.Tensor)]
+    if _POINTWISE in func.tags:
+        if all(a.dtype in _PROBED for a in tensors):
+            _check_dtypes_on_cpu(func, margs, mkwargs)
+    elif any(a.dtype == torch.bool for a in tensors) and sum(a.numel() for a in tensors) <= 4096:
+        _check_bool_kernel_on_cpu(func, margs, mkwargs)
     fix = _CPU_META.get(plan.name)
     if fix is not None:
         out = fix(func, margs, mkwargs, out)
@@ -234,6 +257,19 @@ def _check_dtypes_on_cpu(func, margs, mkwargs) -> None:
             func(*[_one(a) for a in margs], **{k: _one(v) for k, v in mkwargs.items()})
     except _PROBE_ERRORS as cpu_error:
         raise type(cpu_error)(str(cpu_error)) from None
+
+
+def _check_bool_kernel_on_cpu(func, margs, mkwargs) -> None:
+    """CPU has no bool kernel for many ops that XLA computes (`@` of bool tensors): a small op
+    with bool inputs runs once per signature on CPU zeros and CPU's "not implemented for 'Bool'"
+    is raised."""
+    try:
+        with torch.no_grad(), host_dispatch():
+            func(*[_on_cpu(a) for a in margs], **{k: _on_cpu(v) for k, v in mkwargs.items()})
+    except NotImplementedError as cpu_error:
+        raise NotImplementedError(str(cpu_error)) from None
+    except Exception:       # noqa: BLE001 - only the missing-kernel error is CPU's verdict on the dtype
+        pass
 
 
 def _raise_cpu_error(func, margs, mkwargs) -> None:

@@ -7,6 +7,8 @@ Each random op takes the current key as a graph input and advances the state to
 
 from __future__ import annotations
 
+import numbers
+
 import numpy as np
 import torch
 
@@ -34,6 +36,10 @@ def rng_storage() -> Storage:
 
 def manual_seed(seed: int) -> None:
     """Seeds the xla device RNG (torch.manual_seed calls this too)."""
+    if isinstance(seed, bool) or not isinstance(seed, numbers.Integral):
+        raise TypeError(f"xlanb.manual_seed expects an int, got {type(seed).__name__} {seed!r}")
+    if not -(2 ** 63) <= seed < 2 ** 64:
+        raise ValueError(f"xlanb.manual_seed: the seed must be in [-2**63, 2**64), as torch's, got {seed}")
     s = rng_storage()
     s.node = data_node(upload_numpy(key_data(seed)), KEY_META)
     s.version += 1

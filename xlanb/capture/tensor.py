@@ -184,7 +184,13 @@ def value(t: LazyTensor) -> Node:
     if t._view_version == s.version:
         return t._view_node
     n = s.node
-    for step in t._views:
+    for i, step in enumerate(t._views):
+        if n.name == "aten.cat.default" and n.buffer is None:     # maybe the newest end of a growing tensor
+            from xlanb.capture.growth import fold_chain
+            folded = fold_chain(t._views[i:], n)
+            if folded is not None:
+                n = folded
+                break
         n = step.apply(n)
     t._view_version = s.version
     t._view_node = n

@@ -31,10 +31,38 @@ def explain(graph: Graph, frames=()) -> Recompile | None:
     if earlier:
         nearest = min(earlier, key=lambda k: _distance(k, key))
         where = location_text((frames[0].filename, frames[0].lineno)) if frames else ""
-        result = Recompile(graph.name, nearest.digest(), tuple(diff(nearest, key, graph)), where)
+        changes = diff(nearest, key, graph)
+        hint = growth(list(earlier)[-2:], key)
+        if hint is not None:
+            changes.append(hint)
+        result = Recompile(graph.name, nearest.digest(), tuple(changes), where)
     if key not in earlier:
         earlier.append(key)
     return result
+
+
+def growth(previous: list[CacheKey], key: CacheKey) -> Change | None:
+    """The "growth" hint: an input whose one dim grew by exactly 1 at each of the last two compiles
+    (a KV cache or a token buffer appended to each call), so every length compiles its own graph."""
+    if len(previous) < 2:
+        return None
+    older, last = (_inputs(k) for k in previous)
+    new = _inputs(key)
+    if not len(older) == len(last) == len(new):
+        return None
+    for i, (a, b, c) in enumerate(zip(older, last, new)):
+        d = _grown_dim(a, b)
+        if d is not None and _grown_dim(b, c) == d:
+            return Change("growth", i, b.text, c.text, str(d))
+    return None
+
+
+def _grown_dim(a: Meta, b: Meta) -> int | None:
+    """The dim in which b is a one larger than a (None: not exactly that)."""
+    if a.dtype is not b.dtype or len(a.shape) != len(b.shape):
+        return None
+    grown = [d for d, (x, y) in enumerate(zip(a.shape, b.shape)) if x != y]
+    return grown[0] if len(grown) == 1 and b.shape[grown[0]] == a.shape[grown[0]] + 1 else None
 
 
 def _inputs(key: CacheKey) -> list[Meta]:
@@ -49,6 +77,13 @@ def _input_text(m: Meta, other: Meta) -> str:
     if m.text != other.text:
         return m.text
     return f"{m.text} strides {m.strides}" + (f" offset {m.offset}" if m.offset else "")
+
+
+def _output_text(m, other) -> str:
+    """An op's output meta; with its strides when only the layout differs."""
+    if type(m) is Meta and type(other) is Meta:
+        return _input_text(m, other)
+    return meta_text(m)
 
 
 def _constants(lk) -> str:
@@ -151,8 +186,8 @@ def _op_changes(before: CacheKey, after: CacheKey, graph: Graph | None, input_ch
             first.setdefault("constant", Change("constant", i, f"{lk_a[0]} {_constants(lk_a)}",
                                                 f"{lk_b[0]} {_constants(lk_b)}", where(i)))
         elif lk_a[3] != lk_b[3]:
-            first.setdefault("shape", Change("shape", i, f"{lk_a[0]} {meta_text(lk_a[3])}",
-                                             f"{lk_b[0]} {meta_text(lk_b[3])}", where(i)))
+            first.setdefault("shape", Change("shape", i, f"{lk_a[0]} {_output_text(lk_a[3], lk_b[3])}",
+                                             f"{lk_b[0]} {_output_text(lk_b[3], lk_a[3])}", where(i)))
         elif pos_a != pos_b:
             first.setdefault("operands", Change("operands", i, _call_text(lk_b[0], pos_a, _labels(before)),
                                                 _call_text(lk_b[0], pos_b, _labels(after)), where(i)))

@@ -111,6 +111,8 @@ def build_graph(roots: list[Node], name: str) -> Graph:
     for s in scalars:
         v = s.value
         same = (type(v), v) if v == v and v != 0 else (type(v), repr(v))    # NaN, and -0.0 vs 0.0
+        if type(v) is not float and type(v) is not int:     # a flag (an int subclass) never shares
+            same = id(s)
         slot = slot_of_value.get(same)
         if slot is None:
             slot = slot_of_value[same] = len(distinct)

@@ -1,6 +1,6 @@
 """The workloads in ordinary PyTorch (bench/models.py), run on xlanb's xla device.
 
-Usage: python xlanb_workloads.py W1|W2|W3|W3compile|W4|W4compile|W5|notebook
+Usage: python xlanb_workloads.py W1|W1torch|W2|W3|W3compile|W3torch|W4|W4compile|W4torch|W5|notebook
 (W5 and the notebook cells are in xlanb_introspection.py; this script dispatches to them).
 """
 
@@ -128,11 +128,56 @@ def w4(compiled: bool):
          {"first_step": first, "steady_step": median(times), "recompiles_after_2": compiles() - after_two})
 
 
+def torch_compiled(fn):
+    """`fn` through torch.compile(backend="xlanb"): each call records its FX graphs as lazy macro-nodes."""
+    return torch.compile(fn, backend="xlanb")
+
+
+def w1_torch_compile():
+    x0 = torch.rand(128, 128).to("xla")
+    xlanb.sync(wait=True)
+    chain = torch_compiled(w1_chain)
+    t0 = perf()
+    y = chain(x0)
+    xlanb.sync(wait=True)                     # dynamo capture + lowering + XLA compile included
+    first = perf() - t0
+    del y
+    keep = []
+
+    def step():
+        keep[:] = [chain(x0)]
+        xlanb.sync(wait=True)
+    cached = timeit(step, n=50, warmup=5)
+    emit("W1_torch_compile", "xlanb", {"first_call": first, "cached_step": median(cached)})
+
+
+def train_torch_compile(workload: str, body, steps: int):
+    """A training step `body` (forward, backward, optimizer) compiled whole by torch.compile."""
+    compiled = torch_compiled(body)
+    xlanb.sync(wait=True)
+
+    def step():
+        compiled()
+        xlanb.sync(wait=True)
+    t0 = perf()
+    step()
+    first = perf() - t0
+    step()
+    after_two = compiles()
+    runs = xlanb.metrics.metric_data("ExecuteTime")[0]
+    times = timeit(step, n=steps, warmup=1)
+    per_step = (xlanb.metrics.metric_data("ExecuteTime")[0] - runs) / (steps + 1)
+    emit(workload, "xlanb", {"first_step": first, "steady_step": median(times),
+                             "recompiles_after_2": compiles() - after_two, "executables_per_step": per_step})
+
+
 def introspection(name):
     import xlanb_introspection
     getattr(xlanb_introspection, name)()
 
 
-{"W1": w1, "W2": w2, "W3": lambda: w3(False), "W3compile": lambda: w3(True), "W4": lambda: w4(False),
+{"W1": w1, "W1torch": w1_torch_compile, "W2": w2,
+ "W3torch": lambda: train_torch_compile("W3_torch_compile", w3_setup("xla"), W3_STEPS),
+ "W4torch": lambda: train_torch_compile("W4_torch_compile", w4_setup("xla"), W4_STEPS), "W3": lambda: w3(False), "W3compile": lambda: w3(True), "W4": lambda: w4(False),
  "W4compile": lambda: w4(True), "W5": lambda: introspection("w5"),
  "notebook": lambda: introspection("notebook")}[sys.argv[1]]()

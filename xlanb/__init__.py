@@ -9,6 +9,8 @@
 
 from __future__ import annotations
 
+import functools as _functools
+
 import torch as _torch
 
 from xlanb import debug, hooks, metrics
@@ -40,6 +42,26 @@ def _install() -> _torch.device:
 
 
 _device = _install()
+
+
+def _hook_torch_compile() -> None:
+    """`torch.compile(..., backend="xlanb")` registers the backend on first use (xlanb.dynamo), so
+    importing xlanb does not import torch._dynamo (about a second)."""
+    original = _torch.compile
+    if getattr(original, "_xlanb_hooked", False):
+        return
+
+    @_functools.wraps(original)
+    def compile(*args, **kwargs):
+        if kwargs.get("backend") == "xlanb":
+            from xlanb import dynamo
+            dynamo.register()
+        return original(*args, **kwargs)
+    compile._xlanb_hooked = True
+    _torch.compile = compile
+
+
+_hook_torch_compile()
 
 
 def device(index: int = 0) -> _torch.device:

@@ -250,6 +250,31 @@ class DeferredError(Event):
     message: str
 
 
+@dataclasses.dataclass(frozen=True)
+class DynamoGraph(Event):
+    """torch.compile(backend="xlanb") handed over one FX graph (xlanb/dynamo). `path` is "macro"
+    (lowered once, each call records one lazy node) or "replay" (run op by op on the lazy path;
+    `reason` says why)."""
+    name: str
+    kind: str                         # "forward" | "backward" | "inference"
+    path: str
+    ops: int
+    inputs: int
+    reason: str = ""
+    location: str = ""                # the user line of the graph's first op, as dynamo recorded it
+    ns: int = 0                       # time to lower it into a Program
+    fallback_ops: tuple[str, ...] = ()   # its ops with no lowering (torch CPU inside the executable)
+
+
+@dataclasses.dataclass(frozen=True)
+class DynamoBreak(Event):
+    """dynamo split a compiled function (`kind` "graph_break", with the user line) or captured a
+    frame again because a guard failed (`kind` "recompile", with the failed guard)."""
+    kind: str
+    reason: str
+    location: str = ""
+
+
 # SPMD and the device loader (xlanb/spmd, xlanb/loader.py) -----------------------------
 
 @dataclasses.dataclass(frozen=True)

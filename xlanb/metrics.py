@@ -5,8 +5,10 @@ Names are torch_xla's, so its users' habits carry over: CompileTime, ExecuteTime
 CachedCompile, UncachedCompile, MarkStep, TransferToDeviceTime,
 TransferFromDeviceTime, PersistentCacheHit, and aten::<op> for CPU fallbacks; xlanb adds
 LoweringTime (graph -> StableHLO), InputOutputAliasCount (donated buffers), GraphCut
-(data-dependent ops) and ValueReadExtraOutputs (live tensors a value read's graph computed
-besides the one asked for, kept as device data). Timed values are in nanoseconds.
+(data-dependent ops), ValueReadExtraOutputs (live tensors a value read's graph computed
+besides the one asked for, kept as device data), and for torch.compile(backend="xlanb")
+DynamoGraph (FX graphs captured), DynamoGraphReplayed (of those, run op by op), DynamoGraphBreak
+and DynamoRecompile (dynamo captured a frame again after a guard failed). Timed values are in nanoseconds.
 """
 
 from __future__ import annotations
@@ -63,6 +65,12 @@ def count_event(e: events.Event) -> None:
                 _count("ValueReadExtraOutputs", e.roots - 1)
         elif isinstance(e, events.GraphCut):
             _count("GraphCut")
+        elif isinstance(e, events.DynamoGraph):
+            _count("DynamoGraph")
+            if e.path == "replay":
+                _count("DynamoGraphReplayed")
+        elif isinstance(e, events.DynamoBreak):
+            _count("DynamoGraphBreak" if e.kind == "graph_break" else "DynamoRecompile")
 
 
 

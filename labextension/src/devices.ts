@@ -1,5 +1,5 @@
 /**
- * The report's devices section (schema 1.2, docs/sharding.md): for each graph that ran on several
+ * The report's devices section (schema 1.3, docs/sharding.md): for each graph that ran on several
  * devices, its inputs' and outputs' shardings after propagation (words and tile pictures), the
  * collectives the SPMD partitioner inserted, and memory per device; and the DeviceLoader's waits.
  */

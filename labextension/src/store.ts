@@ -53,7 +53,7 @@ export class KernelXlaState {
   compiling: string | null = null;
   /** Why the state was last cleared (kernel restart, new kernel), shown until the next report. */
   notice: string | null = null;
-  /** The mesh of the last graph that ran on several devices ("mesh data=2 model=4"; schema 1.2). */
+  /** The mesh of the last graph that ran on several devices ("mesh data=2 model=4"; schema 1.3). */
   mesh: { text: string; devices: number; graph: string } | null = null;
   private seen = new Set<string>();
   private _changed = new Signal<this, void>(this);

@@ -74,8 +74,8 @@ def tensors_in(ns: dict) -> dict:
 
 
 class _Gen:
-    def __init__(self, rng, tensors, counter):
-        self.rng, self.t, self.counter = rng, tensors, counter
+    def __init__(self, rng, tensors, counter, growth=False):
+        self.rng, self.t, self.counter, self.growth = rng, tensors, counter, growth
 
     def new(self):
         self.counter[0] += 1
@@ -90,6 +90,8 @@ class _Gen:
 
     def statement(self):
         r, pick = self.rng, self.pick
+        if self.growth and r.random() < 0.4:
+            return self.grow()
         x = pick()
         v = self.t[x]
         fl = v.is_floating_point()
@@ -206,7 +208,29 @@ class _Gen:
         return None
 
 
-def generate(seed: int, min_len: int = 10, max_len: int = 25) -> Program:
+    def grow(self):
+        """The decode-loop family (`--growth`): tensors grown by cat along one dim, read at their ends."""
+        r = self.rng
+        x = self.pick(lambda t: t.dim() >= 1 and t.numel() > 0)
+        if x is None:
+            return None
+        v = self.t[x]
+        d = r.randrange(v.dim())
+        n = self.new()
+        k = r.randrange(1, 3)
+        end = f"{x}.narrow({d}, {x}.shape[{d}] - 1, 1)"
+        return r.choice([
+            f"{x} = torch.cat([{x}, {end} * 2], {d})",
+            f"{x} = torch.cat([{x}, {x}.narrow({d}, 0, 1) + 1], {d - v.dim()})",
+            f"{x} = torch.cat([{end}, {x}], {d})",
+            f"{n} = {x}.narrow({d}, {x}.shape[{d}] - {k}, {k}) if {x}.shape[{d}] >= {k} else {x}",
+            f"{n} = {x}.select({d}, -1)", f"{n} = {x}.select({d}, 0)",
+            f"{n} = {x}[..., -1:]", f"{n} = {x}[..., 1:]", f"{n} = {x}.sum({d})",
+            f"reads.append({x}.select({d}, -1).sum().item())",
+        ])
+
+
+def generate(seed: int, min_len: int = 10, max_len: int = 25, growth: bool = False) -> Program:
     """A program of `min_len`..`max_len` statements, valid on CPU, chosen by `seed` alone."""
     rng = random.Random(seed)
     prog = Program(seed, initial_statements(rng))
@@ -215,7 +239,7 @@ def generate(seed: int, min_len: int = 10, max_len: int = 25) -> Program:
     counter, tries = [0], 0
     while len(prog.statements) < target and tries < 200:
         tries += 1
-        stmt = _Gen(rng, tensors_in(ns), counter).statement()
+        stmt = _Gen(rng, tensors_in(ns), counter, growth).statement()
         if stmt is None:
             continue
         candidate = prog.with_statements(prog.statements + [stmt])

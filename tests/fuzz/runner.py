@@ -54,7 +54,20 @@ def _defined_strides(t):
     return tuple(st for st, n in zip(t.stride(), t.shape) if n > 1)
 
 
-def _compare_tensor(name, ref, got, stride_diffs):
+def _within_cpus_own_error(value, ref, exact) -> bool:
+    """Values differ, but no more than CPU's float32 result differs from the same program run in
+    float64 (`exact`): an ill-conditioned chain (sin of exp of a cumsum) amplifies one-ulp
+    differences between kernels, and that is not a bug."""
+    if exact is None or not ref.is_floating_point() or exact.shape != ref.shape:
+        return False
+    exact = exact.detach().double()
+    cpu_error = (ref.detach().double() - exact).abs()
+    xla_error = (value.double() - exact).abs()
+    bound = 8 * cpu_error + 1e-5 + 1.3e-5 * exact.abs()
+    return bool(((xla_error <= bound) | (value.isnan() & ref.isnan())).all())
+
+
+def _compare_tensor(name, ref, got, stride_diffs, exact=None):
     if got is None or not isinstance(got, torch.Tensor):
         return f"{name}: {type(got).__name__} on xla, tensor on cpu"
     if tuple(ref.shape) != tuple(got.shape):
@@ -68,13 +81,22 @@ def _compare_tensor(name, ref, got, stride_diffs):
     try:
         torch.testing.assert_close(value, ref.detach(), rtol=1.3e-6 * 10, atol=1e-5, equal_nan=True)
     except AssertionError as e:
-        return f"{name}: values differ ({' '.join(str(e).split())[:200]})"
+        if not _within_cpus_own_error(value, ref, exact() if exact else None):
+            return f"{name}: values differ ({' '.join(str(e).split())[:200]})"
     try:
         if ref.numel() and _defined_strides(got) != _defined_strides(ref):     # an empty tensor's are arbitrary
             stride_diffs.append(f"{name}: stride {got.stride()} on xla, {ref.stride()} on cpu")
     except Exception:     # noqa: BLE001 - a stride xla cannot report is a stride difference too
         stride_diffs.append(f"{name}: no stride on xla, {ref.stride()} on cpu")
     return None
+
+
+def _float64_namespace(program: Program):
+    """The program run on CPU with its float inputs made float64 (None if that run fails)."""
+    statements = [st.replace(".to(d)", ".double().to(d)", 1) if st.split(" = ")[-1].startswith("torch.randn") else st
+                  for st in program.statements]
+    ns, err = execute(program.with_statements(statements), "cpu")
+    return None if err is not None else ns
 
 
 def compare(program: Program) -> Result:
@@ -90,12 +112,18 @@ def compare(program: Program) -> Result:
         describe = lambda e: f"{type(e).__name__}: {str(e).splitlines()[0][:200]}" if e else "nothing"  # noqa: E731
         return Result("error", f"cpu raised {describe(ref_err)}; xla raised {describe(got_err)}")
     strides = []
+    exact_ns = []                  # the float64 run, made on the first value difference
+    def exact(name, grad=False):
+        if not exact_ns:
+            exact_ns.append(_float64_namespace(program))
+        t = (exact_ns[0] or {}).get(name)
+        return t.grad if grad and t is not None else t
     for name, ref in tensors_in(ref_ns).items():
         got = got_ns.get(name)
-        diff = _compare_tensor(name, ref, got, strides)
+        diff = _compare_tensor(name, ref, got, strides, lambda: exact(name))
         if diff is None and ref.is_leaf and ref.requires_grad:
             if ref.grad is not None:
-                diff = _compare_tensor(f"{name}.grad", ref.grad, got.grad, strides)
+                diff = _compare_tensor(f"{name}.grad", ref.grad, got.grad, strides, lambda: exact(name, True))
             elif got.grad is not None:
                 diff = f"{name}.grad: a tensor on xla, None on cpu"
         if diff:
@@ -118,12 +146,13 @@ def main(argv=None):
     parser.add_argument("--seeds", type=int, default=1000, help="run seeds 0..N-1")
     parser.add_argument("--start", type=int, default=0)
     parser.add_argument("--no-shrink", action="store_true")
+    parser.add_argument("--growth", action="store_true", help="add the decode-loop family (tensors grown by cat)")
     parser.add_argument("--progress", type=int, default=0, metavar="K", help="print a line every K seeds")
     args = parser.parse_args(argv)
     t0 = time.time()
     failures, limits = [], []
     for seed in range(args.start, args.start + args.seeds):
-        program = generate(seed)
+        program = generate(seed, growth=args.growth)
         result = compare(program)
         if result.status == "limit":
             limits.append(seed)

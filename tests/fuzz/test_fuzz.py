@@ -127,3 +127,21 @@ def test_matmul_of_bool_tensors_raises_as_on_cpu():
                         "try:\n    r = t @ t\nexcept Exception as ex:\n    errors.append(type(ex).__name__)",
                         "try:\n    r = m.t() @ m\nexcept Exception as ex:\n    errors.append(type(ex).__name__)",
                         "k = m.sum(0) + m.any(1).sum()"])
+
+
+def test_an_ill_conditioned_chain_is_judged_against_float64():
+    """Fuzz seed 6005: sin(exp(cumsum(cumsum(w)))) amplifies a one-ulp difference in exp to 2e-3;
+    CPU's own float32 result is as far from the float64 one, so it is no mismatch."""
+    assert_matches_cpu(["w = torch.randn(4, 6).to(d).requires_grad_()", "t2 = w.cumsum(0)", "t4 = t2.cumsum(0)",
+                        "with eager(True):\n    t10 = t4.exp()", "t25 = t10.sin()"])
+
+
+def test_a_real_difference_is_still_one():
+    import torch
+    from runner import _within_cpus_own_error
+
+    exact = torch.tensor([0.5, 1000.0], dtype=torch.float64)
+    ref = exact.float()                                        # CPU is exact here
+    assert _within_cpus_own_error(ref.clone(), ref, exact)
+    assert not _within_cpus_own_error(ref + torch.tensor([0.01, 0.0]), ref, exact)
+    assert not _within_cpus_own_error(ref + 1, ref, None)      # no float64 run: no allowance

@@ -10,7 +10,7 @@ from xlanb import events as ev
 from xlanb.report.dag import draw_dag
 from xlanb.report.model import (CachedRun, CellReport, EagerOp, EagerSummary, FallbackNote, Forced, GraphSection,
                                 IrText, PendingIR, PendingTensor, Recompile, Span, StageText, Summary, Tensor,
-                                Timeline, Transfers, _ms)
+                                Timeline, TorchCompile, Transfers, _ms)
 from xlanb.report.sharding import devices_section
 from xlanb.report.timeline import timeline_svg
 from xlanb.report.where import Cells, Where, location_text, user_where
@@ -206,7 +206,22 @@ def build_report(evs, ctx: CellContext = CellContext(), pending=None) -> CellRep
         forced=forced, fallbacks=fallbacks, recompiles=tuple(g.recompile for g in graphs if g.recompile),
         pending=pending, errors=errors,
         timeline=Timeline(spans, omitted, timeline_svg(spans, end_ms) if spans else ""),
-        state=dict(ctx.state) if ctx.state is not None else None, devices=devices_section(evs))
+        state=dict(ctx.state) if ctx.state is not None else None, torch_compile=_torch_compile(evs, ctx.cells),
+        devices=devices_section(evs))
+
+
+def _torch_compile(evs, cells: Cells) -> TorchCompile | None:
+    graphs, breaks, recaptures = [], [], []
+    for e in evs:
+        if isinstance(e, ev.DynamoGraph):
+            graphs.append({"name": e.name, "kind": e.kind, "path": e.path, "ops": e.ops, "inputs": e.inputs,
+                           "reason": e.reason, "location": location_text(e.location, cells) if e.location else ""})
+        elif isinstance(e, ev.DynamoBreak):
+            entry = {"reason": e.reason, "location": location_text(e.location, cells) if e.location else ""}
+            (breaks if e.kind == "graph_break" else recaptures).append(entry)
+    if not (graphs or breaks or recaptures):
+        return None
+    return TorchCompile(tuple(graphs), tuple(breaks), tuple(recaptures))
 
 
 def _transfers(evs, direction: str) -> Transfers:

@@ -162,6 +162,12 @@ def render_html(r) -> str:
         return _wrap(r, notes + _graph_table(r), open_=bool(notes))
     body.append(_graph_table(r))
     body += [_graph_details(g, r) for g in r.graphs]
+    if r.torch_compile is not None:
+        lines = r.torch_compile.lines()
+        body.append(_details(f"torch.compile ({plural(len(r.torch_compile.graphs), 'FX graph')} captured, "
+                             f"{plural(len(r.torch_compile.breaks), 'graph break')})",
+                             "<ul>" + "".join(f"<li>{_e(line)}</li>" for line in lines) + "</ul>",
+                             open_=bool(r.torch_compile.breaks or r.torch_compile.recaptures)))
     if r.devices is not None:
         body.append(r.devices.html())
     if r.eager.compiles or r.eager.executions:

@@ -283,6 +283,34 @@ class Timeline:
 
 
 @dataclasses.dataclass(frozen=True)
+class TorchCompile:
+    """What torch.compile(backend="xlanb") did in the cell: FX graphs dynamo captured (and which
+    path each took), graph breaks with their user lines, and frames captured again after a guard
+    failed (schema 1.2)."""
+    graphs: tuple[dict, ...] = ()       # name, kind, path, ops, inputs, reason, location
+    breaks: tuple[dict, ...] = ()       # reason, location
+    recaptures: tuple[dict, ...] = ()   # reason, location
+
+    def lines(self) -> list[str]:
+        out = []
+        for g in self.graphs:
+            how = "one lazy node per call" if g["path"] == "macro" else f"replayed op by op: {g['reason']}"
+            at = f" at {g['location']}" if g["location"] else ""
+            out.append(f"torch.compile captured {g['kind']} graph {g['name']}: {g['ops']} ops, {g['inputs']} inputs"
+                       f"{at}; {how}")
+        for b in self.breaks:
+            out.append(f"torch.compile graph break at {b['location'] or 'an unknown line'}: {b['reason']}")
+        for c in self.recaptures:
+            at = f" ({c['location']})" if c["location"] else ""
+            out.append(f"torch.compile captured again{at}: guard failed: {c['reason']}")
+        return out
+
+    def to_json(self) -> dict:
+        return {"graphs": [dict(g) for g in self.graphs], "breaks": [dict(b) for b in self.breaks],
+                "recaptures": [dict(c) for c in self.recaptures], "lines": self.lines()}
+
+
+@dataclasses.dataclass(frozen=True)
 class CellReport:
     execution_count: int | None
     cell_id: str | None
@@ -300,7 +328,8 @@ class CellReport:
     errors: tuple[str, ...] = ()
     timeline: Timeline = Timeline()
     state: dict | None = None    # the runtime at the end of the cell (schema 1.1)
-    devices: Any = None          # report.sharding.DevicesSection: shardings, collectives, loader (schema 1.2)
+    devices: Any = None          # report.sharding.DevicesSection: shardings, collectives, loader (schema 1.3)
+    torch_compile: TorchCompile | None = None   # torch.compile(backend="xlanb") in the cell (schema 1.2)
 
     @property
     def empty(self) -> bool:
@@ -308,7 +337,7 @@ class CellReport:
         s = self.summary
         return not (s.graphs_compiled or s.graphs_executed or s.eager_ops_compiled or s.eager_ops_executed
                     or s.to_device.count or s.from_device.count or s.syncs or self.forced or self.fallbacks
-                    or self.pending or self.errors)
+                    or self.pending or self.errors or self.torch_compile)
 
     def to_json(self) -> dict[str, Any]:
         """The data, without its text renderings (report.serialize.render_json adds them)."""
@@ -328,4 +357,5 @@ class CellReport:
             "timeline": self.timeline.to_json(),
             "state": self.state,
             "devices": self.devices.to_json() if self.devices is not None else None,
+            "torch_compile": self.torch_compile.to_json() if self.torch_compile else None,
         }

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from xlanb.report.sharding import DEVICES_SCHEMA
 
-REPORT_SCHEMA_VERSION = "1.2"
+REPORT_SCHEMA_VERSION = "1.3"
 MIME_TYPE = "application/vnd.xlanb.report+json"
 
 _where = {"type": ["object", "null"], "required": ["text"], "properties": {
@@ -63,6 +63,17 @@ SCHEMA: dict = {
                  "recompiles", "pending", "errors", "timeline", "text"],
     "properties": {
         "version": {"type": "string", "pattern": r"^1\.\d+$"},
+        "torch_compile": {"type": ["object", "null"], "required": ["graphs", "breaks", "recaptures", "lines"],
+                          "properties": {
+                              "graphs": {"type": "array", "items": {"type": "object", "required": [
+                                  "name", "kind", "path", "ops", "inputs", "reason", "location"], "properties": {
+                                  "name": {"type": "string"}, "kind": {"enum": ["forward", "backward", "inference"]},
+                                  "path": {"enum": ["macro", "replay"]}, "ops": _count, "inputs": _count,
+                                  "reason": {"type": "string"}, "location": {"type": "string"}}}},
+                              "breaks": {"type": "array", "items": {"type": "object", "required": ["reason", "location"]}},
+                              "recaptures": {"type": "array", "items": {"type": "object",
+                                                                        "required": ["reason", "location"]}},
+                              "lines": {"type": "array", "items": {"type": "string"}}}},
         "state": {"type": ["object", "null"], "properties": {
             "mode": {"enum": ["eager", "lazy"]}, "pending_nodes": {"type": "integer", "minimum": 0},
             "cache_size": {"type": "integer", "minimum": 0}}},

@@ -190,7 +190,7 @@ def devices_html(sections, loader: LoaderSection | None = None) -> str:
 
 @dataclasses.dataclass(frozen=True)
 class DevicesSection:
-    """The report's `devices` field (schema 1.2): partitioned graphs and the device loader."""
+    """The report's `devices` field (schema 1.3): partitioned graphs and the device loader."""
     graphs: tuple[GraphSharding, ...] = ()
     loader: LoaderSection | None = None
 

@@ -107,6 +107,8 @@ def render_text(r) -> str:
                 if stage is not None:
                     out.append(f"    {title}:")
                     out += _indent(stage.text, "      ")
+    if r.torch_compile is not None:
+        out += ["  " + line for line in r.torch_compile.lines()]
     if r.devices is not None:
         out += r.devices.text_lines(pictures=r.style != "compact")
     for c in r.cached:

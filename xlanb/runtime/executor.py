@@ -23,6 +23,7 @@ from xlanb.lower.registry import has_rule
 from xlanb.lower.to_jax import build_function
 from xlanb.runtime import partition
 from xlanb.runtime.cache import persistent_cache
+from xlanb.runtime.outside import jax_entry
 from xlanb.runtime.stages import Compiled, Lowered
 from xlanb.state import emit, note_stage, runtime_state
 
@@ -40,6 +41,7 @@ def _module_name(name: str) -> str:
     return re.sub(r"[^0-9A-Za-z_]", "_", name) or "graph"
 
 
+@jax_entry
 def lower_graph(graph: Graph) -> Lowered:
     """Graph -> StableHLO through the lowering table."""
     fn, floats, ints = build_function(graph)
@@ -119,6 +121,7 @@ def scalar_vectors(graph: Graph) -> list:
     return vectors
 
 
+@jax_entry
 def run_graph(graph: Graph, *, eager: bool, cause: str = "", frames=()) -> tuple:
     """Runs `graph` and returns one device array per root (launched, maybe not finished)."""
     cache = _rt.cache
@@ -136,6 +139,7 @@ def run_graph(graph: Graph, *, eager: bool, cause: str = "", frames=()) -> tuple
     return launch(compiled, graph.name, args, eager=eager, cached=cached, donated=len(graph.donate))
 
 
+@jax_entry
 def launch(compiled: Compiled, name: str, args: list, *, eager: bool, cached: bool, donated: int = 0) -> tuple:
     """Calls the executable on device buffers (and scalar vectors); emits Execute."""
     start = time.perf_counter_ns()
@@ -166,6 +170,7 @@ def _is_ready(a) -> bool:
         return True
 
 
+@jax_entry
 def wait() -> None:
     """Blocks until every launched execution has finished."""
     _rt.wait()

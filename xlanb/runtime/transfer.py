@@ -10,11 +10,13 @@ import torch
 
 from xlanb import events
 from xlanb.lower.dtypes import numpy_to_torch, torch_to_numpy
+from xlanb.runtime.outside import jax_entry
 from xlanb.state import emit, note_stage, runtime_state
 
 _rt = runtime_state()
 
 
+@jax_entry
 def upload(t: torch.Tensor) -> jax.Array:
     """Copies a CPU tensor to the device (a copy: later CPU writes do not leak in)."""
     start = time.perf_counter_ns()
@@ -31,11 +33,13 @@ def upload(t: torch.Tensor) -> jax.Array:
     return buf
 
 
+@jax_entry
 def upload_numpy(host: np.ndarray) -> jax.Array:
     with jax.enable_x64(True):
         return jax.device_put(host, _rt.jax_device())
 
 
+@jax_entry
 def download(buf: jax.Array) -> torch.Tensor:
     """Waits for `buf` and copies it into a new CPU tensor."""
     start = time.perf_counter_ns()

@@ -18,6 +18,12 @@ def getitem(x, i):
     return x[i]
 
 
+@lowers("xlanb.fx_graph")
+def fx_graph(program, *arrays):
+    """A torch.compile FX graph recorded as one node (xlanb/dynamo): its own lowered function."""
+    return program(*arrays)
+
+
 @lowers("xlanb.rng_next")
 def rng_next(key_data):
     key = jax.random.wrap_key_data(key_data)

@@ -68,8 +68,8 @@ def input_shardings(inputs) -> tuple:
     """The shardings ingredient of a graph's inputs: () when every buffer is on one device."""
     multi = False
     for n in inputs:
-        s = n.buffer.sharding
-        if type(s) is not _SINGLE and len(s.device_set) > 1:
+        s = getattr(n.buffer, "sharding", None)      # torch.compile's FX inputs hold a placeholder
+        if s is not None and type(s) is not _SINGLE and len(s.device_set) > 1:
             multi = True
             break
     if not multi:

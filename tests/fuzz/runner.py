@@ -21,7 +21,8 @@ from programs import Program, generate, tensors_in  # noqa: E402
 
 # Documented limits (docs/troubleshooting.md): xla refuses these programs with a clear error
 # where CPU runs them. A program that meets one counts as "limit", not as a failure.
-LIMITS = ("changes the shape of a tensor in place while a view of it",)
+LIMITS = ("changes the shape of a tensor in place while a view of it",
+          "reads memory outside the tensor it was taken from and takes part in autograd")
 
 
 @dataclass
@@ -55,13 +56,14 @@ def _defined_strides(t):
 
 
 def _within_cpus_own_error(value, ref, exact) -> bool:
-    """Values differ, but no more than CPU's float32 result differs from the same program run in
-    float64 (`exact`): an ill-conditioned chain (sin of exp of a cumsum) amplifies one-ulp
-    differences between kernels, and that is not a bug."""
-    if exact is None or not ref.is_floating_point() or exact.shape != ref.shape:
+    """Values differ, but on the scale that CPU's float32 result differs from the same program run
+    in float64 (`exact`): an ill-conditioned chain (sin of exp of a cumsum) amplifies one-ulp
+    differences between kernels, and that is not a bug. The scale is CPU's largest error over
+    the tensor (at one element CPU may be right by chance where a kernel one ulp off is not)."""
+    if exact is None or not ref.is_floating_point() or exact.shape != ref.shape or not ref.numel():
         return False
     exact = exact.detach().double()
-    cpu_error = (ref.detach().double() - exact).abs()
+    cpu_error = (ref.detach().double() - exact).abs().nan_to_num(0.0).max()
     xla_error = (value.double() - exact).abs()
     bound = 8 * cpu_error + 1e-5 + 1.3e-5 * exact.abs()
     return bool(((xla_error <= bound) | (value.isnan() & ref.isnan())).all())

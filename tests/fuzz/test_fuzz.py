@@ -145,3 +145,27 @@ def test_a_real_difference_is_still_one():
     assert _within_cpus_own_error(ref.clone(), ref, exact)
     assert not _within_cpus_own_error(ref + torch.tensor([0.01, 0.0]), ref, exact)
     assert not _within_cpus_own_error(ref + 1, ref, None)      # no float64 run: no allowance
+
+
+def test_in_place_write_under_an_outside_reaching_as_strided_view_is_refused_clearly():
+    """Fuzz seed 6111: after an in-place write, CPU rebuilds the gradient of an as_strided view
+    that reaches outside its input with as_strided over the base; a subclass's replay of the view
+    ops gave zeros. The write is refused (a documented limit), nothing is lost, and without a
+    live differentiable view it is allowed."""
+    import torch
+
+    w = torch.randn(4, 6, device="xla").requires_grad_()
+    t7 = w * 1
+    t16 = t7[..., :1].as_strided((2, 3), (1, 2), 1)
+    with pytest.raises(NotImplementedError, match=r"an in-place write to a tensor while an as_strided view of it "
+                                                  r"\(shape \[2, 3\]\) reads memory outside"):
+        t7[..., :1].diagonal().add_(-1)
+    t16.sum().backward()                   # as on CPU without the write: only w[1, 0] (storage 6) is inside
+    expected = torch.zeros(4, 6)
+    expected[1, 0] = 1
+    assert torch.equal(w.grad.cpu(), expected)
+    del t16
+    t7[..., :1].add_(1)                    # the outside-reaching view is gone: allowed
+    inside = t7.as_strided((2, 3), (1, 2), 1)    # of the base itself: no hazard
+    t7.add_(1)
+    assert inside.shape == (2, 3)

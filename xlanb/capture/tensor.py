@@ -27,11 +27,12 @@ _rt = runtime_state()
 class Storage:
     """The shared base value of a tensor and its views."""
 
-    __slots__ = ("node", "version", "__weakref__")
+    __slots__ = ("node", "version", "replay_hazard", "__weakref__")
 
     def __init__(self, node: Node):
         self.node = node
         self.version = 0
+        self.replay_hazard = None       # a weakref to a view autograd would replay wrongly (capture.views)
 
 
 class ViewStep:
@@ -220,6 +221,9 @@ def write(t: LazyTensor, new: Node) -> None:
         mark_pending(t)
         return
     s = t._storage
+    if s.replay_hazard is not None:
+        from xlanb.capture.views import check_no_replay_hazard   # views imports this module
+        check_no_replay_hazard(s)
     old = s.node
     if t._views:
         chain = tuple(step.spec() for step in t._views)

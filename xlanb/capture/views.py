@@ -5,7 +5,9 @@ autograd would replay wrongly on a view are refused."""
 from __future__ import annotations
 
 import gc
+import weakref
 
+import numpy as np
 import torch
 
 from xlanb.capture.record import plan_of
@@ -39,7 +41,39 @@ def as_strided_view(base, size, stride, storage_offset=None):
         shape = tuple(root.shape[d] for d in order)
         chain = (ViewStep(aten.permute.default, "aten.permute.default", (order,), None,
                           intern_meta(shape, root.dtype)),) + chain
-    return new_view(storage, chain, meta)
+    view = new_view(storage, chain, meta)
+    if base.requires_grad and torch.is_grad_enabled() and not _inside(meta, tensor_meta(base)):
+        storage.replay_hazard = weakref.ref(view)
+    return view
+
+
+def _positions(meta: Meta) -> np.ndarray:
+    pos = np.full((), meta.offset, dtype=np.int64)
+    for n, st in zip(meta.shape, meta.strides):
+        pos = pos[..., None] + np.arange(n, dtype=np.int64) * st
+    return pos.reshape(-1)
+
+
+def _inside(view: Meta, base: Meta) -> bool:
+    """Whether every storage element `view` reads is an element of `base`."""
+    return bool(np.isin(_positions(view), _positions(base)).all())
+
+
+def check_no_replay_hazard(storage) -> None:
+    """An in-place write makes torch rebuild the autograd history of the storage's views by
+    replaying their view ops on the base (a subclass gets no as_strided replay). For an
+    as_strided view that reads memory outside the tensor it was taken from, the replayed
+    gradient differs from CPU's (which is rebuilt with as_strided over the whole base), so the
+    write is refused while such a view takes part in autograd."""
+    view = storage.replay_hazard()
+    if view is None or not view.requires_grad:
+        storage.replay_hazard = None
+        return
+    raise NotImplementedError(
+        f"an in-place write to a tensor while an as_strided view of it (shape {list(view.shape)}) reads memory "
+        "outside the tensor it was taken from and takes part in autograd is not supported on xla: torch rebuilds "
+        "that view's gradient by replaying it, which differs from CPU. Take as_strided of the base tensor "
+        "(or .clone() before as_strided), or write out of place")
 
 
 def memory_order(meta: Meta) -> tuple | None:

@@ -14,10 +14,9 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 
 def program_env(devices: int = 8) -> dict:
-    env = dict(os.environ)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("XLANB_")}    # the defaults, whatever ran before
     env["XLA_FLAGS"] = f"--xla_force_host_platform_device_count={devices}"
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT), str(PROGRAMS)] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
-    env.pop("XLANB_PLATFORM", None)
     return env
 
 

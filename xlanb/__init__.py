@@ -18,13 +18,14 @@ from xlanb.capture import install as _install_capture
 from xlanb.capture.modes import compile, eager_mode, eager_mode_context, is_eager_mode
 from xlanb.capture.realize import sync
 from xlanb.capture.rng import manual_seed
+from xlanb.loader import DeviceLoader
 from xlanb.runtime.executor import wait
 from xlanb.state import Runtime, runtime_state
 
 __version__ = "0.1.0"
 __all__ = [
     "device", "sync", "wait", "compile", "eager_mode", "is_eager_mode", "eager_mode_context",
-    "manual_seed", "metrics", "debug", "hooks", "runtime_state", "reset", "Runtime", "__version__",
+    "manual_seed", "metrics", "debug", "hooks", "runtime_state", "reset", "Runtime", "__version__", "DeviceLoader",
 ]
 
 

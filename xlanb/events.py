@@ -92,7 +92,7 @@ def lines_text(lines) -> str:
 class Change:
     """One ingredient of a graph's cache key that differs from the graph compared with."""
     kind: str              # "input", "inputs", "op", "operands", "constant", "shape", "scalar", "scalars",
-                           # "outputs", "donation", "sharding", "evicted", "cleared", "growth" (a hint)
+                           # "outputs", "donation", "sharding", "shardings", "evicted", "cleared", "growth" (a hint)
     index: int
     before: str
     after: str
@@ -112,6 +112,10 @@ class Change:
             return f"op {self.index} output: {self.before} -> {self.after}{where}"
         if self.kind == "scalar":
             return f"scalar {self.index}: {self.before} -> {self.after}"
+        if self.kind == "sharding":
+            return f"input {self.index} sharding: {self.before} -> {self.after}"
+        if self.kind == "shardings":
+            return f"and the sharding of {self.after}"
         if self.kind == "donation":
             return f"donation changed: {self.before} -> {self.after}"
         if self.kind == "evicted":
@@ -272,6 +276,70 @@ class DynamoBreak(Event):
     kind: str
     reason: str
     location: str = ""
+
+
+# SPMD and the device loader (xlanb/spmd, xlanb/loader.py) -----------------------------
+
+@dataclasses.dataclass(frozen=True)
+class Tile:
+    """One block of an array and the devices holding it: rows [r0, r1) x columns [c0, c1) of the
+    array seen as 2-D (leading dimensions folded into rows)."""
+    r0: int
+    r1: int
+    c0: int
+    c1: int
+    devices: tuple[int, ...]
+
+
+@dataclasses.dataclass(frozen=True)
+class ShardingInfo:
+    """A graph input's or output's sharding after propagation, with its tile map."""
+    index: int
+    type: str                         # "f32[8,4]"
+    text: str                         # "('data', None) on mesh data=8", "replicated on mesh data=8"
+    hlo: str                          # XLA's HloSharding text
+    rows: int                         # the 2-D view the tiles are drawn on: sizes of dimensions `dims`
+    cols: int
+    dims: tuple[int, ...] = ()        # the (row, column) dimensions drawn; () for a 0-d array
+    tiles: tuple[Tile, ...] = ()
+
+
+@dataclasses.dataclass(frozen=True)
+class Collective:
+    """A collective the SPMD partitioner inserted, read from the optimized HLO."""
+    op: str                           # "all-reduce", "all-gather", "reduce-scatter", "all-to-all", "collective-permute"
+    type: str                         # its result type, "f32[4,8]"
+    nbytes: int
+    groups: str                       # replica groups (or source-target pairs) as XLA writes them
+    line: str                         # the HLO instruction, trimmed
+
+
+@dataclasses.dataclass(frozen=True)
+class Partitioned(Event):
+    """A graph compiled for several devices: shardings after propagation, collectives, memory per device."""
+    name: str
+    key: str
+    devices: int
+    mesh: str                         # "mesh data=2 model=4" ("" when the graph names no mesh)
+    inputs: tuple[ShardingInfo, ...]
+    outputs: tuple[ShardingInfo, ...]
+    collectives: tuple[Collective, ...] = ()
+    memory: tuple[tuple[str, int], ...] = ()     # per device, XLA's memory analysis
+
+
+@dataclasses.dataclass(frozen=True)
+class BatchUpload(Event):
+    """xlanb.DeviceLoader issued the (asynchronous) upload of batch `index`."""
+    index: int
+    nbytes: int
+    sharded: bool
+
+
+@dataclasses.dataclass(frozen=True)
+class LoaderWait(Event):
+    """The host waited `ns` for batch `index` from the wrapped data loader (and its upload)."""
+    index: int
+    ns: int
 
 
 class EventLog:

@@ -75,6 +75,9 @@ class Runtime:
         self.device = None                     # the torch device (xla:0), set once by the install step
         self.lock = threading.Lock()           # guards the metrics below (listeners may run on any thread)
         self._jax_devices: dict = {}           # platform -> jax devices (jax.devices is slow to call)
+        # None until asked: whether the process has more than one device, so a buffer can be sharded
+        # (the eager fast path checks shardings only then); a mirror of JAX, like _jax_devices
+        self.several_devices: bool | None = None
         # "f.py:3" -> how a reader names that line ("In [6] line 3"); the notebook extension sets it
         self.location_namer = None
         # > 0: Compile events carry HLO texts and analyses; counts the open recording_texts()
@@ -146,8 +149,14 @@ class Runtime:
         platform = config().platform or None
         devices = self._jax_devices.get(platform)
         if devices is None:
-            devices = self._jax_devices[platform] = jax.devices(platform)
+            # this process's devices: across processes (jax.distributed) devices()[0] may be another's
+            devices = self._jax_devices[platform] = jax.local_devices(backend=platform)
         return devices[0]
+
+    def count_devices(self) -> bool:
+        """Sets and returns `several_devices`: more than one device across the process(es)."""
+        self.several_devices = jax.device_count(config().platform or None) > 1
+        return self.several_devices
 
     def status(self) -> dict:
         """What a status bar shows: {"mode", "cache_size"} (`pending_nodes` comes from capture)."""

@@ -6,6 +6,7 @@
  * report widget (widget.ts, bundled into the Python package) both draw the report with it.
  */
 
+import { devicesSection, IDevices } from './devices';
 import { codeBox, formatBytes, formatMs, h, kvTable, plural, svgBox, table, tabs, tensorsText } from './dom';
 import { failureLine, fusionsTable, irPanel, linkFusions, memorySection, modulesPanel } from './insight';
 import { IGraph, IPending, IReport, ITorchCompile, isSupported } from './types';
@@ -424,6 +425,10 @@ export function renderReport(r: unknown, opts: IRenderOptions): HTMLElement {
     }
     if (r.memory) {
       top.append(memorySection(r.memory));
+    }
+    const dv = devicesSection((r as { devices?: IDevices | null }).devices, opts.trusted);
+    if (dv) {
+      top.append(dv);
     }
     const t = timelineSection(r, opts);
     if (t) {

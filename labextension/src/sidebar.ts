@@ -119,6 +119,9 @@ export class XlaSidebar extends Widget {
         h('dd', { text: `${s.reports} reported` })
       )
     );
+    if (s.mesh) {
+      out.push(meshSection(s.mesh));
+    }
     const graphs = [...s.graphs.values()].filter(g => !g.eager);
     out.push(h('h3', { text: `Graphs (${graphs.length})` }));
     if (graphs.length) {
@@ -199,4 +202,25 @@ export class XlaSidebar extends Widget {
     });
     return li;
   }
+}
+
+/** The mesh of the last partitioned graph: its axes, and its devices laid out as a grid. */
+function meshSection(mesh: { text: string; devices: number; graph: string }): HTMLElement {
+  const sizes = [...mesh.text.matchAll(/(\w+)=(\d+)/g)].map(m => Number(m[2]));
+  const cols = sizes.length ? sizes[sizes.length - 1] : mesh.devices;
+  const grid = h('table', { class: 'xl-table xl-sb-mesh' });
+  for (let r = 0; r * cols < mesh.devices; r++) {
+    const row = h('tr', {});
+    for (let c = 0; c < cols && r * cols + c < mesh.devices; c++) {
+      row.append(h('td', { text: String(r * cols + c) }));
+    }
+    grid.append(row);
+  }
+  return h(
+    'div',
+    { class: 'xl-sb-meshbox' },
+    h('h3', { text: 'Mesh' }),
+    h('p', { class: 'xl-muted', text: `${mesh.text} \u00b7 ${plural(mesh.devices, 'device')} (graph ${mesh.graph})` }),
+    grid
+  );
 }

@@ -53,6 +53,8 @@ export class KernelXlaState {
   compiling: string | null = null;
   /** Why the state was last cleared (kernel restart, new kernel), shown until the next report. */
   notice: string | null = null;
+  /** The mesh of the last graph that ran on several devices ("mesh data=2 model=4"; schema 1.3). */
+  mesh: { text: string; devices: number; graph: string } | null = null;
   private seen = new Set<string>();
   private _changed = new Signal<this, void>(this);
 
@@ -101,6 +103,12 @@ export class KernelXlaState {
     this.eagerExecutions += r.eager ? r.eager.executions : s.eager_ops_executed;
     for (const g of r.graphs) {
       this.addGraph(g, r.cell.execution_count);
+    }
+    const partitioned = (r as { devices?: { graphs: { name: string; mesh?: string; devices: number }[] } | null })
+      .devices?.graphs;
+    if (partitioned && partitioned.length) {
+      const last = partitioned[partitioned.length - 1];
+      this.mesh = { text: last.mesh || `${last.devices} devices`, devices: last.devices, graph: last.name };
     }
     for (const c of r.cached) {
       const e = this.graphs.get(c.name);
@@ -212,6 +220,7 @@ export class KernelXlaState {
     this.compileMs = this.executeMs = 0;
     this.mode = this.pending = this.cacheSize = null;
     this.compiling = null;
+    this.mesh = null;
     this.notice = notice;
     this._changed.emit();
   }

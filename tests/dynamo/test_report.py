@@ -48,7 +48,7 @@ def test_report_metrics_and_ir_of_a_compiled_step():
     assert "torch.compile" in render_html(report)
     data = render_json(report)
     jsonschema.validate(data, SCHEMA)
-    assert data["version"] == "1.2" and data["torch_compile"]["lines"] == tc.lines()
+    assert data["version"] == "1.3" and data["torch_compile"]["lines"] == tc.lines()
     (graph,) = report.graphs                                        # the step: one graph
     macro_lines = [ln for ln in graph.ir.lines if ln.op == "xlanb::fx_graph"]
     assert len(macro_lines) == 3, [ln.op for ln in graph.ir.lines]  # forward, backward, SGD: 3 macro-nodes

@@ -80,7 +80,7 @@ def test_widget_entry_reaches_only_the_pure_dom_renderer():
         seen.add(name)
         todo += [m.removeprefix("./") for m in relative_imports(EXT / "src" / f"{name}.ts")
                  if m.removeprefix("./") not in seen]
-    assert {"widget", "report", "insight", "dom", "highlight", "types"} == seen
+    assert {"widget", "report", "insight", "devices", "dom", "highlight", "types"} == seen
     assert "'./report'" in (EXT / "src" / "mime.ts").read_text()       # the MIME renderer draws with the same
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 import torch
+from jax.sharding import SingleDeviceSharding
 
 from xlanb import events
 from xlanb.capture.frames import library_site, user_frames
@@ -121,6 +122,7 @@ def sync_eager(mark: int, name: str) -> None:
 # buffers directly: no node, no graph walk, no key built.
 
 _F64, _I64 = np.dtype(np.float64), np.dtype(np.int64)
+_SINGLE = SingleDeviceSharding
 
 
 def eager_replay(fast_key, name: str, meta, buffers: tuple, scalar) -> LazyTensor | None:
@@ -128,6 +130,11 @@ def eager_replay(fast_key, name: str, meta, buffers: tuple, scalar) -> LazyTenso
     key = _rt.eager_ops.get(fast_key)
     if key is None:
         return None
+    several = _rt.several_devices
+    if several or (several is None and _rt.count_devices()):
+        for b in buffers:                  # a sharded operand: the slow path keys its sharding
+            if type(b.sharding) is not _SINGLE:
+                return None
     compiled = _rt.cache.get(key)
     if compiled is None:                   # evicted: compile again through the slow path
         return None
@@ -143,7 +150,8 @@ def eager_run(node: Node, fast_key) -> LazyTensor:
     graph = build_graph([node], node.name)
     (out,) = executor.run_graph(graph, eager=True, cause="eager op")
     node.release(out)
-    _rt.eager_ops[fast_key] = graph.key
+    if not graph.key.shardings:
+        _rt.eager_ops[fast_key] = graph.key
     return new_tensor(node, node.meta)
 
 

@@ -12,8 +12,10 @@ from __future__ import annotations
 import weakref
 
 import torch
+from jax.sharding import NamedSharding
 
 from xlanb.ir.node import Meta, Node, data_node, intern_meta, make_node
+from xlanb.runtime.partition import CONSTRAINT, constraint_key
 from xlanb.state import runtime_state
 
 _make_wrapper = torch.Tensor._make_wrapper_subclass
@@ -213,6 +215,8 @@ def write(t: LazyTensor, new: Node) -> None:
     if n is not None:
         if n.buffer is not None:
             _rt.overwritten.add(n)
+            if _rt.several_devices or (_rt.several_devices is None and _rt.count_devices()):
+                new = keep_sharding(n, new)
         t._node = new
         mark_pending(t)
         return
@@ -226,9 +230,22 @@ def write(t: LazyTensor, new: Node) -> None:
         new = make_node("xlanb.view_scatter", "xlanb.view_scatter", (old, new, chain), None, old.meta)
     if old.buffer is not None:
         _rt.overwritten.add(old)
+        if _rt.several_devices or (_rt.several_devices is None and _rt.count_devices()):
+            new = keep_sharding(old, new)
     s.node = new
     s.version += 1
     mark_pending(s)
+
+
+def keep_sharding(old: Node, new: Node) -> Node:
+    """A tensor written in place keeps the sharding its buffer had (torch_xla keeps a tensor's
+    sharding annotation the same way): the new value gets a sharding constraint."""
+    s = old.buffer.sharding
+    if type(s) is not NamedSharding or len(s.device_set) == 1 or new.name == CONSTRAINT:
+        return new
+    if new.buffer is not None and new.buffer.sharding == s:
+        return new
+    return make_node(CONSTRAINT, CONSTRAINT, (new, constraint_key(s, len(old.meta.shape))), None, new.meta)
 
 
 def tensor_meta(t: LazyTensor) -> Meta:

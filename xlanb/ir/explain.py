@@ -17,6 +17,7 @@ from xlanb.ir.node import NODE, Meta, meta_text
 from xlanb.state import runtime_state
 
 HISTORY = 8     # earlier keys kept per graph name
+SHARDINGS_SHOWN = 3     # sharding changes named one by one; the rest are counted
 
 _rt = runtime_state()
 
@@ -143,14 +144,30 @@ def diff(before: CacheKey, after: CacheKey, graph: Graph | None = None) -> list[
         changes.append(Change("scalars", 0, _sharing_text(before), _sharing_text(after)))
     if before.donate != after.donate:
         changes.append(Change("donation", 0, _donation_text(before.donate), _donation_text(after.donate)))
-    for i, (a, b) in enumerate(zip(before.shardings, after.shardings)):
-        if a != b:
-            changes.append(Change("sharding", i, str(a), str(b)))
+    changes += _sharding_changes(before, after)
     if not changes and before == after:
         if _rt.cache.was_cleared(after):
             changes.append(Change("cleared", 0, "", "the in-memory cache was cleared since"))
         else:       # compiled before and not cleared: the LRU dropped it (maybe long ago)
             changes.append(Change("evicted", 0, "", f"cache size {_rt.config.cache_size}"))
+    return changes
+
+
+def _sharding_changes(before: CacheKey, after: CacheKey) -> list[Change]:
+    """`input 3 sharding: one device -> ('data', None) on mesh data=8`; an empty ingredient is one device."""
+    if before.shardings == after.shardings:
+        return []
+    n = min(len(_inputs(before)), len(_inputs(after)))
+    changes = []
+    for i in range(n):
+        a = before.shardings[i] if before.shardings else None
+        b = after.shardings[i] if after.shardings else None
+        if a != b:
+            changes.append(Change("sharding", i, str(a) if a is not None else "one device",
+                                  str(b) if b is not None else "one device"))
+    if len(changes) > SHARDINGS_SHOWN:      # a whole model moved: name a few inputs, count the rest
+        more = len(changes) - SHARDINGS_SHOWN
+        changes = changes[:SHARDINGS_SHOWN] + [Change("shardings", more, "", f"{more} more inputs")]
     return changes
 
 
@@ -212,4 +229,4 @@ def _distance(a: CacheKey, b: CacheKey) -> int:
     d = 0
     for x, y in ((_inputs(a), _inputs(b)), (_ops(a), _ops(b))):
         d += sum(p != q for p, q in zip(x, y)) + abs(len(x) - len(y))
-    return d + (a.donate != b.donate) + (a.roots != b.roots)
+    return d + (a.donate != b.donate) + (a.roots != b.roots) + (a.shardings != b.shardings)

@@ -13,7 +13,7 @@ and by the recompile explainer (ir/explain.py), so every miss can name what chan
   scalar_uses  the slot of each use, in walk order: which uses share is part of the program, so
            two numbers that become equal (or stop being equal) compile once more
   donate   input positions whose buffers the outputs may reuse
-  shardings  one entry per input (empty on one device)
+  shardings  one ShardingKey per input (ir/sharding.py), empty when every input is on one device
 Keys compare exactly, so a hash collision can never pick the wrong executable.
 """
 
@@ -25,6 +25,7 @@ import os
 
 from xlanb.events import IrLine, lines_text
 from xlanb.ir.node import Node, Scalar, meta_text
+from xlanb.ir.sharding import input_shardings
 
 
 @dataclasses.dataclass(frozen=True)
@@ -118,7 +119,8 @@ def build_graph(roots: list[Node], name: str) -> Graph:
             distinct.append(s)
         scalar_slot[id(s)] = slot
         uses.append(slot)
-    key = CacheKey(tuple(entries), tuple(index[r] for r in roots), tuple(type(s.value) for s in distinct), tuple(uses))
+    key = CacheKey(tuple(entries), tuple(index[r] for r in roots), tuple(type(s.value) for s in distinct), tuple(uses),
+                   shardings=input_shardings(inputs))
     return Graph(name=name, order=order, inputs=inputs, scalars=distinct, roots=list(roots), key=key,
                  scalar_slot=scalar_slot)
 

@@ -13,6 +13,7 @@ from xlanb.report.modules import module_view
 from xlanb.report.model import (CachedRun, CellReport, EagerOp, EagerSummary, FallbackNote, Forced, GraphSection,
                                 IrText, PendingIR, PendingTensor, Recompile, Span, StageText, Summary, Tensor,
                                 Timeline, TorchCompile, Transfers, _ms)
+from xlanb.report.sharding import devices_section
 from xlanb.report.timeline import timeline_svg
 from xlanb.report.where import Cells, Where, location_text, user_where
 
@@ -211,7 +212,7 @@ def build_report(evs, ctx: CellContext = CellContext(), pending=None, *, failure
         pending=pending, errors=errors,
         timeline=Timeline(spans, omitted, timeline_svg(spans, end_ms) if spans else ""),
         state=dict(ctx.state) if ctx.state is not None else None, torch_compile=_torch_compile(evs, ctx.cells),
-        memory=memory)
+        memory=memory, devices=devices_section(evs))
 
 
 def _torch_compile(evs, cells: Cells) -> TorchCompile | None:

@@ -180,6 +180,8 @@ def render_html(r) -> str:
                              f"{plural(len(r.torch_compile.breaks), 'graph break')})",
                              "<ul>" + "".join(f"<li>{_e(line)}</li>" for line in lines) + "</ul>",
                              open_=bool(r.torch_compile.breaks or r.torch_compile.recaptures)))
+    if r.devices is not None:
+        body.append(r.devices.html())
     if r.eager.compiles or r.eager.executions:
         body.append(_details(_e(eager_line(r.eager).split(":")[0] + f": {r.eager.compiles} compiled, "
                                 f"{r.eager.executions} run"), _eager_table(r.eager)))

@@ -355,6 +355,7 @@ class CellReport:
     errors: tuple[str, ...] = ()
     timeline: Timeline = Timeline()
     state: dict | None = None    # the runtime at the end of the cell (schema 1.1)
+    devices: Any = None          # report.sharding.DevicesSection: shardings, collectives, loader (schema 1.3)
     torch_compile: TorchCompile | None = None   # torch.compile(backend="xlanb") in the cell (schema 1.2)
     memory: Any = None           # report.memory.MemoryReport: device memory by variable (1.3)
 
@@ -383,6 +384,7 @@ class CellReport:
             "errors": list(self.errors),
             "timeline": self.timeline.to_json(),
             "state": self.state,
+            "devices": self.devices.to_json() if self.devices is not None else None,
             "torch_compile": self.torch_compile.to_json() if self.torch_compile else None,
             "memory": self.memory.to_json() if self.memory else None,
         }

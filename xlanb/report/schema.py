@@ -6,7 +6,9 @@ field is only ever added in a minor, and removed or changed in meaning in a majo
 
 from __future__ import annotations
 
-REPORT_SCHEMA_VERSION = "1.2"
+from xlanb.report.sharding import DEVICES_SCHEMA
+
+REPORT_SCHEMA_VERSION = "1.3"
 MIME_TYPE = "application/vnd.xlanb.report+json"
 
 _where = {"type": ["object", "null"], "required": ["text"], "properties": {
@@ -150,6 +152,7 @@ SCHEMA: dict = {
                                                                 "name": {"type": "string"},
                                                                 "start_ms": {"type": "number"}, "ms": _ms}}},
             "omitted": _count, "svg": {"type": "string"}}},
+        "devices": DEVICES_SCHEMA,
         "text": {"type": "string"},
     },
 }

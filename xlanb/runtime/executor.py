@@ -21,6 +21,7 @@ from xlanb.ir.graph import Graph, graph_lines
 from xlanb.ir.node import Meta
 from xlanb.lower.registry import has_rule
 from xlanb.lower.to_jax import build_function
+from xlanb.runtime import partition
 from xlanb.runtime.cache import persistent_cache
 from xlanb.runtime.outside import jax_entry
 from xlanb.runtime.stages import Compiled, Lowered
@@ -45,15 +46,16 @@ def lower_graph(graph: Graph) -> Lowered:
     """Graph -> StableHLO through the lowering table."""
     fn, floats, ints = build_function(graph)
     fn.__name__ = fn.__qualname__ = _module_name(graph.name)
-    avals = [jax.ShapeDtypeStruct(n.buffer.shape, n.buffer.dtype) for n in graph.inputs]
+    mesh = partition.graph_mesh(graph)
+    avals = partition.input_avals(graph, mesh)
     if floats:
-        avals.append(jax.ShapeDtypeStruct((len(floats),), np.float64))
+        avals.append(partition.scalar_aval((len(floats),), np.float64, mesh))
     if ints:
-        avals.append(jax.ShapeDtypeStruct((len(ints),), np.int64))
+        avals.append(partition.scalar_aval((len(ints),), np.int64, mesh))
     with jax.enable_x64(True), warnings.catch_warnings():
         warnings.filterwarnings("ignore", message="Some donated buffers were not usable")
         lowered = jax.jit(fn, donate_argnums=graph.donate).lower(*avals)
-    return Lowered(graph.name, graph.digest(), lowered, len(floats), len(ints))
+    return Lowered(graph.name, graph.digest(), lowered, len(floats), len(ints), mesh)
 
 
 def compile_graph(graph: Graph, *, eager: bool, cause: str = "", frames=()) -> Compiled:
@@ -88,6 +90,8 @@ def compile_graph(graph: Graph, *, eager: bool, cause: str = "", frames=()) -> C
         persistent_hit=persistent_cache.hits() > hits, cause=cause, frames=tuple(frames),
         fallback_ops=tuple(sorted({n.name for n in graph.order if n.buffer is None and not has_rule(n.name)})),
         recompile=explain(graph, frames), ir=graph_lines(graph), **texts))
+    if lowered.mesh is not None:
+        emit(partition.partition_event(graph, compiled, lowered.mesh))
     return compiled
 
 
@@ -121,6 +125,8 @@ def scalar_vectors(graph: Graph) -> list:
 def run_graph(graph: Graph, *, eager: bool, cause: str = "", frames=()) -> tuple:
     """Runs `graph` and returns one device array per root (launched, maybe not finished)."""
     cache = _rt.cache
+    if graph.key.shardings:
+        graph = partition.normalize_inputs(graph)
     compiled = cache.get(graph.key)
     cached = compiled is not None
     if compiled is None:
@@ -128,6 +134,8 @@ def run_graph(graph: Graph, *, eager: bool, cause: str = "", frames=()) -> tuple
         cache.put(graph.key, compiled)
     args = [n.buffer for n in graph.inputs]
     args.extend(scalar_vectors(graph))
+    if compiled.in_shardings is not None:
+        args = partition.place_args(compiled.in_shardings, args)
     return launch(compiled, graph.name, args, eager=eager, cached=cached, donated=len(graph.donate))
 
 

@@ -17,11 +17,12 @@ _MEMORY_FIELDS = ("argument_size_in_bytes", "output_size_in_bytes", "temp_size_i
 class Lowered:
     """A graph as StableHLO: jax's Lowered of the graph's pure function."""
 
-    __slots__ = ("name", "digest", "jax_lowered", "n_floats", "n_ints")
+    __slots__ = ("name", "digest", "jax_lowered", "n_floats", "n_ints", "mesh")
 
-    def __init__(self, name: str, digest: str, jax_lowered, n_floats: int, n_ints: int):
+    def __init__(self, name: str, digest: str, jax_lowered, n_floats: int, n_ints: int, mesh=None):
         self.name, self.digest, self.jax_lowered = name, digest, jax_lowered
         self.n_floats, self.n_ints = n_floats, n_ints
+        self.mesh = mesh            # the jax Mesh of a partitioned graph (None: one device)
 
     def as_text(self, dialect: str = "stablehlo") -> str:
         if dialect not in ("stablehlo", "hlo"):
@@ -31,16 +32,20 @@ class Lowered:
     def compile(self) -> "Compiled":
         with jax.enable_x64(True):
             executable = self.jax_lowered.compile()
-        return Compiled(self.name, self.digest, executable)
+        compiled = Compiled(self.name, self.digest, executable)
+        if self.mesh is not None:
+            compiled.in_shardings = tuple(executable.input_shardings[0])
+        return compiled
 
 
 class Compiled:
     """An XLA executable: call it with (*input buffers, [float scalars], [int scalars])."""
 
-    __slots__ = ("name", "digest", "executable", "__weakref__")
+    __slots__ = ("name", "digest", "executable", "in_shardings", "__weakref__")
 
     def __init__(self, name: str, digest: str, executable):
         self.name, self.digest, self.executable = name, digest, executable
+        self.in_shardings = None    # on a mesh: the argument shardings it expects (runtime/partition.py)
 
     def __call__(self, *args):
         with jax.enable_x64(True):

@@ -46,10 +46,19 @@ def download(buf: jax.Array) -> torch.Tensor:
     try:
         if _rt.faults:
             _rt.fault("transfer")
-        host = np.asarray(buf)
+        host = np.asarray(buf) if buf.is_fully_addressable else _gather(buf)
     except BaseException as error:
         note_stage(error, f"copying {buf.nbytes} bytes from the device")
         raise
     t = numpy_to_torch(host)
     emit(events.Transfer(direction="from_device", nbytes=host.nbytes, ns=time.perf_counter_ns() - start))
     return t
+
+
+def _gather(buf: jax.Array) -> np.ndarray:
+    """The whole value of an array spread over several processes (jax.distributed): a replicated
+    one is read from a local shard, any other is gathered from every process."""
+    if buf.sharding.is_fully_replicated:
+        return np.asarray(buf.addressable_data(0))
+    from jax.experimental import multihost_utils
+    return np.asarray(multihost_utils.process_allgather(buf, tiled=True))

@@ -1,0 +1,115 @@
+"""SPMD on 8 CPU devices (each program runs in a subprocess with
+--xla_force_host_platform_device_count=8; this process keeps its one device)."""
+
+import jax
+import pytest
+
+from spmd_programs import run_program
+
+TOL = 1e-5
+
+
+def test_this_process_keeps_one_device():
+    assert len(jax.devices()) == 1
+
+
+def test_data_parallel_mlp_over_8_devices_matches_one_device():
+    r = run_program("dp_mlp")
+    assert r["devices"] == 8
+    assert r["loss_diff"] <= TOL and r["param_diff"] <= TOL
+    assert r["compiles_after_step2"] == 0
+    assert r["weight_sharding"] == "replicated on mesh data=8"
+    assert r["grad_none"]
+
+
+def test_2x4_mesh_sharded_linear_forward_backward_and_report():
+    r = run_program("linear_2x4")
+    assert r["forward_vs_plain"] <= TOL and r["grads_vs_plain"] <= 1e-5 * 4    # sums of 8 products
+    assert r["forward_vs_cpu"] <= TOL and r["grads_vs_cpu"] <= 1e-5 * 4
+    assert r["weight_sharding"] == "('model', None) on mesh data=2 model=4"
+    assert r["y_sharding"] == "('data', 'model') on mesh data=2 model=4"       # after propagation
+    # a matmul over a sharded contraction dimension: partial sums, then one all-reduce
+    assert r["hlo_has_all_reduce"]
+    assert r["report_graphs"] == 1 and r["version"] == "1.3"
+    assert r["report_inputs"] == ["(None, 'model') on mesh data=2 model=4", "('model', None) on mesh data=2 model=4"]
+    assert r["report_outputs"] == ["replicated on mesh data=2 model=4"]
+    assert r["report_collectives"] == ["all-reduce"] and r["collective_bytes"] == [16 * 24 * 4]
+    assert r["collective_groups"] == ["{{0,1,2,3},{4,5,6,7}}"]        # the 'model' rows of the 2x4 mesh
+    assert r["svg"] and r["text_has_all_reduce"]
+    assert r["matmul_diff"] <= 1e-4
+    d = r["distributed"]
+    assert d["both"] == "('data', 'model') on mesh data=2 model=4"
+    assert d["second"] == "('model', None) on mesh data=2 model=4"
+    assert d["module"] == ["('model', None) on mesh data=2 model=4", "one device",
+                           "('model', None) on mesh data=2 model=4", "one device"]
+
+
+def test_fsdp_transformer_adamw_parity_and_no_recompiles_after_step_2():
+    r = run_program("fsdp_gpt")
+    assert r["loss_diff"] <= TOL and r["param_diff"] <= TOL
+    assert r["compiles_after_step2"] == 0
+    assert r["sharded_params"] == r["params"] == 26
+    assert r["qkv_plan"] == ["fsdp", None]
+    assert r["qkv_sharding"] == "('fsdp', None) on mesh fsdp=8"
+    assert r["exp_avg_sharding"] == "('fsdp', None) on mesh fsdp=8"      # AdamW state follows its parameter
+    assert r["tied"]
+
+
+def test_changed_input_sharding_recompiles_once_and_is_explained():
+    r = run_program("sharding_recompile")
+    assert r["counts"] == [0, 0, 1, 1]          # same sharding: hit; new: one compile; back: hit
+    assert ("input 0 sharding: ('data', None) on mesh data=8 -> (None, 'data') on mesh data=8"
+            in r["explained"])
+    assert r["pending_spec"] == r["computed_spec"] == "('data', None) on mesh data=8"
+    assert r["sync_compiles_after_get_sharding"] == 0
+    assert r["cleared"] and r["w_cleared"] and r["back_one_device"]
+    assert r["back_value"] <= 1e-4
+    assert r["eager_spec"] == "('data', None) on mesh data=8" and r["eager_ok"]
+    assert r["kept_spec"] == "('data', None) on mesh data=8" and r["kept_value"]     # in-place writes keep it
+
+
+def test_bad_shardings_name_the_tensor_spec_and_mesh_at_the_users_line():
+    r = run_program("bad_input")
+    e = r["errors"]
+    assert e["unknown_axis"]["message"].startswith(
+        "mark_sharding(weights: f32[10,6], ('batch', None), mesh data=2 model=4): 'batch' is not an axis")
+    assert "the partition spec has 3 entries but the tensor has 2 dimensions" in e["too_long"]["message"]
+    assert e["not_divisible"]["message"] == (
+        "mark_sharding(weights: f32[10,6], ('model', None), mesh data=2 model=4): dimension 0 (size 10) does not "
+        "divide over mesh axis 'model' (4 devices). Pad it to a multiple of 4, or shard another dimension.")
+    assert e["pending_not_divisible"]["message"].startswith("mark_sharding(pending: f32[10,6], (None, 'model')")
+    assert e["too_big"]["message"].startswith("Mesh: mesh_shape (4, 4) needs 16 devices but 8 are present")
+    assert "--xla_force_host_platform_device_count=16" in e["too_big"]["message"]
+    assert e["cpu_tensor"]["type"] == "TypeError" and "Move it first" in e["cpu_tensor"]["message"]
+    assert "first dimension does not divide over mesh axis 'data' (2 devices)" in e["loader_batch"]["message"]
+    assert "data_axis 'batch' is not an axis" in e["loader_axis"]["message"]
+    for label in ("unknown_axis", "too_long", "not_divisible", "pending_not_divisible", "too_big"):
+        assert e[label]["type"] == "ValueError"
+    for label, err in e.items():                 # raised at the user's line
+        assert err["line"].startswith(f'attempt("{label}"'), label
+    assert r["pending_kept"] and r["weights_one_device"] and r["pending_one_device"]
+
+
+@pytest.mark.parametrize("where", ["one", "mesh"])
+def test_device_loader_uploads_ahead_and_trains_the_same(where, loader_result):
+    r = loader_result["results"][where]
+    assert r["param_diff"] == 0.0 and r["loss_diff"] == 0.0
+    assert len(r["order"]) == 4
+    for step in r["order"]:                      # batch N+1's upload was issued before step N's loss was read
+        assert step["upload_next"] < step["read"]
+    expected = "one device" if where == "one" else "('data', None) on mesh data=8"
+    assert r["specs"] == [expected] * 5
+    assert r["waits"] == 5
+    assert r["report_loader"]["steps"] == 5 and r["report_loader"]["uploads"] == 5
+    assert len(r["report_loader"]["wait_ms"]) == 5
+
+
+def test_device_loader_uploads_batch_n_plus_1_before_step_n_runs(loader_result):
+    assert loader_result["stream"] == [["upload", 0], ["upload", 1], ["execute", None], ["upload", 2],
+                                       ["execute", None], ["upload", 3], ["execute", None], ["upload", 4],
+                                       ["execute", None], ["execute", None]]
+
+
+@pytest.fixture(scope="module")
+def loader_result():
+    return run_program("loader")

@@ -6,12 +6,14 @@ and the type of every exception a statement raised.
 """
 
 import argparse
+import contextlib
 import os
 import sys
 import time
 from dataclasses import dataclass, field
 
 import torch
+from torch.utils._python_dispatch import TorchDispatchMode
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
@@ -27,20 +29,47 @@ LIMITS = ("changes the shape of a tensor in place while a view of it",
 
 @dataclass
 class Result:
-    status: str                    # "ok", "limit", "mismatch" or "error"
+    status: str                    # "ok", "limit", "undefined" (no reference), "mismatch" or "error"
     detail: str = ""               # the first difference, in one line
     stride_diffs: list = field(default_factory=list)
 
     @property
     def ok(self):
-        return self.status in ("ok", "limit")
+        return self.status in ("ok", "limit", "undefined")
 
 
-def execute(program: Program, device: str):
+class UndefinedConversions(TorchDispatchMode):
+    """Notes a float -> integer conversion of NaN, inf or an out-of-range value on CPU: torch leaves
+    its result undefined (x86 gives the smallest integer, XLA 0 for NaN and saturation), so a
+    program that makes one has no reference to compare with."""
+
+    def __init__(self):
+        super().__init__()
+        self.seen = False
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        out = func(*args, **kwargs)
+        name = str(func)
+        if name in ("aten._to_copy.default", "aten.copy_.default") and isinstance(out, torch.Tensor):
+            src = args[1] if name == "aten.copy_.default" else args[0]
+            if isinstance(src, torch.Tensor) and src.is_floating_point() and not out.is_floating_point() \
+                    and out.dtype != torch.bool and src.numel():
+                info = torch.iinfo(out.dtype)
+                signed = info.min < 0
+                low, high = (-(2.0 ** (info.bits - 1)), 2.0 ** (info.bits - 1)) if signed else (0.0, 2.0 ** info.bits)
+                x = src.detach().double().trunc()
+                if not (x.isfinite() & (x >= low) & (x < high)).all():
+                    self.seen = True
+        return out
+
+
+def execute(program: Program, device: str, watch: UndefinedConversions | None = None):
     """(namespace, exception or None) after running `program` with `d = device`."""
     ns = {"d": device}
     try:
-        exec(compile(program.source(), f"<fuzz {program.seed} {device}>", "exec"), ns)
+        with watch if watch is not None else contextlib.nullcontext():
+            exec(compile(program.source(), f"<fuzz {program.seed} {device}>", "exec"), ns)
     except Exception as e:       # the exception is part of what is compared
         return ns, e
     return ns, None
@@ -103,7 +132,10 @@ def _float64_namespace(program: Program):
 
 def compare(program: Program) -> Result:
     """Runs `program` on CPU then on xla (fresh runtime) and returns the first difference."""
-    ref_ns, ref_err = execute(program, "cpu")
+    watch = UndefinedConversions()
+    ref_ns, ref_err = execute(program, "cpu", watch)
+    if watch.seen:
+        return Result("undefined", "a float -> integer conversion of NaN, inf or an out-of-range value")
     xlanb.reset()
     got_ns, got_err = execute(program, "xla")
     if ref_err is not None or got_err is not None:
@@ -152,20 +184,24 @@ def main(argv=None):
     parser.add_argument("--progress", type=int, default=0, metavar="K", help="print a line every K seeds")
     args = parser.parse_args(argv)
     t0 = time.time()
-    failures, limits = [], []
+    failures, limits, undefined = [], [], []
     for seed in range(args.start, args.start + args.seeds):
         program = generate(seed, growth=args.growth)
         result = compare(program)
         if result.status == "limit":
             limits.append(seed)
+        elif result.status == "undefined":
+            undefined.append(seed)
         elif not result.ok:
             failures.append((program, result))
             print(f"seed {seed}: {result.status}: {result.detail}", flush=True)
         if args.progress and (seed - args.start + 1) % args.progress == 0:
             print(f"... {seed - args.start + 1} seeds, {len(failures)} failed ({time.time() - t0:.0f} s)", flush=True)
-    passed = args.seeds - len(failures) - len(limits)
+    passed = args.seeds - len(failures) - len(limits) - len(undefined)
     print(f"seeds {args.start}-{args.start + args.seeds - 1}: {passed} passed, {len(failures)} failed, "
-          f"{len(limits)} met a documented limit ({time.time() - t0:.0f} s)")
+          f"{len(limits)} met a documented limit, {len(undefined)} undefined in torch ({time.time() - t0:.0f} s)")
+    if undefined:
+        print("undefined programs (float -> integer of NaN/inf/out of range):", ", ".join(map(str, undefined)))
     if limits:
         print("documented limits met by seeds:", ", ".join(map(str, limits)))
     for program, result in failures:

@@ -93,7 +93,8 @@ def test_subtracting_a_bool_tensor_raises_as_on_cpu():
     assert_matches_cpu(["c = torch.randint(-3, 4, (4, 1)).to(d)", "m = (torch.randn(4, 6) > 0).to(d)",
                         "try:\n    t = c - m\nexcept Exception as ex:\n    errors.append(type(ex).__name__)",
                         "try:\n    t = m.abs()\nexcept Exception as ex:\n    errors.append(type(ex).__name__)",
-                        "try:\n    t = c.float() & c.float()\nexcept Exception as ex:\n    errors.append(type(ex).__name__)"])
+                        "try:\n    t = c.float() & c.float()\nexcept Exception as ex:\n"
+                        "    errors.append(type(ex).__name__)"])
 
 
 def test_cat_of_zero_dim_tensors_raises_cpus_error_type():
@@ -169,3 +170,12 @@ def test_in_place_write_under_an_outside_reaching_as_strided_view_is_refused_cle
     inside = t7.as_strided((2, 3), (1, 2), 1)    # of the base itself: no hazard
     t7.add_(1)
     assert inside.shape == (2, 3)
+
+
+def test_an_undefined_float_to_int_conversion_has_no_reference():
+    """Fuzz seed 8774: std over a dim of size 1 is NaN, and NaN.int() is undefined in torch (CPU on
+    x86 gives INT_MIN, XLA 0): such a program is "undefined", not compared; a defined one is."""
+    undefined = Program(0, ["b = torch.randn(4, 1).to(d)", "t7 = b.std(1)", "t10 = t7.int() * 3",
+                            "t11 = t10 >= -0.5"])
+    assert compare(undefined).status == "undefined"
+    assert_matches_cpu(["k = torch.tensor([1.5, -2.5, 3e9]).to(d).long()", "j = torch.tensor([1.9, -7.2]).to(d).int()"])

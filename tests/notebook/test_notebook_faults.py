@@ -19,7 +19,8 @@ y = (x @ x + 1).relu()
 """
 TRIGGER = {"capture": "z = y * 2", "report": "v = y.cpu()"}      # the others: reading y runs every stage
 ERROR_TYPE = {"error": RuntimeError, "interrupt": KeyboardInterrupt, "oom": jax.errors.JaxRuntimeError}
-WHERE = {"capture": "while recording aten.mul.Tensor", "lowering": "while lowering graph", "compilation": "while compiling graph",
+WHERE = {"capture": "while recording aten.mul.Tensor", "lowering": "while lowering graph",
+         "compilation": "while compiling graph",
          "execution": "while running graph", "transfer": "bytes from the device"}
 
 

@@ -179,3 +179,11 @@ def test_an_undefined_float_to_int_conversion_has_no_reference():
                             "t11 = t10 >= -0.5"])
     assert compare(undefined).status == "undefined"
     assert_matches_cpu(["k = torch.tensor([1.5, -2.5, 3e9]).to(d).long()", "j = torch.tensor([1.9, -7.2]).to(d).int()"])
+
+
+def test_elementwise_output_layout_follows_cpu_for_size_one_dims():
+    """Fuzz seed 9582: after t_() and unsqueeze_(), inputs with size-1 dims of odd strides made the
+    meta kernel choose a row-major output where CPU's TensorIterator keeps a transposed one."""
+    assert_matches_cpu(["b = torch.randn(4, 1).to(d)", "c = torch.randint(-3, 4, (4, 1)).to(d)", "c.t_()",
+                        "t3 = b[..., :1].expand_as(b) + b", "c.unsqueeze_(0)", "t3.unsqueeze_(2)",
+                        "t14 = t3.max(2).values", "t17 = c * t14"])

@@ -173,7 +173,7 @@ def infer_meta(func, plan: OpPlan, nargs, nkwargs):
     tensors = [a for a in margs if isinstance(a, torch.Tensor)]
     if _POINTWISE in func.tags:
         if all(a.dtype in _PROBED for a in tensors):
-            _check_dtypes_on_cpu(func, margs, mkwargs)
+            out = _pointwise_on_cpu(func, margs, mkwargs, out, sum(a.numel() for a in tensors) <= 4096)
     elif any(a.dtype == torch.bool for a in tensors) and sum(a.numel() for a in tensors) <= 4096:
         _check_bool_kernel_on_cpu(func, margs, mkwargs)
     fix = _CPU_META.get(plan.name)
@@ -238,25 +238,35 @@ _PROBED = {torch.bool, torch.uint8, torch.int8, torch.int16, torch.int32, torch.
            torch.float64}
 
 
-def _one(x):
+def _one(x, laid_out: bool):
+    """A CPU tensor of ones for a meta tensor: of its shape and strides, or of one element."""
     if isinstance(x, torch.Tensor):
+        if laid_out:            # as_strided over ones: expanded (stride-0) layouts need no fill
+            extent = 1 + sum((n - 1) * st for n, st in zip(x.shape, x.stride()) if n > 0)
+            return torch.ones(extent, dtype=x.dtype).as_strided(x.shape, x.stride())
         return torch.ones((1,) * x.dim(), dtype=x.dtype)
     if isinstance(x, list):
-        return [_one(y) for y in x]
+        return [_one(y, laid_out) for y in x]
     if isinstance(x, torch.device):
         return torch.device("cpu")
     return x
 
 
-def _check_dtypes_on_cpu(func, margs, mkwargs) -> None:
+def _pointwise_on_cpu(func, margs, mkwargs, out, small: bool):
     """Pointwise meta kernels skip the dtype checks that CPU kernels make (`-` on bool, `&` on
-    float, abs of bool): the op runs once per new signature on one-element CPU tensors of the
-    same dtypes (any shape broadcasts with them) and CPU's error, if any, is raised."""
+    float, abs of bool), and for some layouts pick other output strides than CPU's
+    TensorIterator (size-1 dims with odd strides). The op runs once per new signature on CPU
+    ones: of the real shapes and strides when the inputs are small (CPU's output layout is then
+    taken), else of one element (any shape broadcasts with them). CPU's error is raised."""
     try:
         with torch.no_grad(), host_dispatch():
-            func(*[_one(a) for a in margs], **{k: _one(v) for k, v in mkwargs.items()})
+            cpu = func(*[_one(a, small) for a in margs], **{k: _one(v, small) for k, v in mkwargs.items()})
     except _PROBE_ERRORS as cpu_error:
         raise type(cpu_error)(str(cpu_error)) from None
+    if (small and isinstance(out, torch.Tensor) and isinstance(cpu, torch.Tensor) and cpu.shape == out.shape
+            and cpu.dtype == out.dtype and cpu.stride() != out.stride() and not func._schema.is_mutable):
+        return torch.empty_strided(cpu.shape, cpu.stride(), dtype=cpu.dtype, device="meta")
+    return out
 
 
 def _check_bool_kernel_on_cpu(func, margs, mkwargs) -> None:

@@ -89,7 +89,7 @@ def test_widget_esm_is_the_bundle_of_the_extension_renderer():
     assert widget_files() == (ESM, CSS), "the widget's front end is not built: `make setup` builds it"
     esm = ESM.read_text()
     assert esm.startswith("/* xlanb report widget: built from labextension/src/widget.ts")
-    assert re.search(r"export\s*\{\s*\w+ as default\s*\};?\s*$", esm)           # one ES module, default export
+    assert re.search(r"export\s*\{\s*[\w$]+ as default\s*\};?\s*$", esm)           # one ES module, default export
     assert re.search(r"\brender:", esm) and "change:report" in esm             # anywidget's render({model, el})
     for marker in ("xlanb-lab-report", "xl-graph", "xl-tabbox", "hide metadata"):   # report.ts, dom.ts
         assert marker in esm, marker

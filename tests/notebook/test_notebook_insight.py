@@ -1,4 +1,4 @@
-"""The report's schema-1.2 sections in a real (in-process) notebook: ops by module, fusions
+"""The report's insight sections (schema 1.2) in a real (in-process) notebook: ops by module, fusions
 traced to ATen ops and cell lines, device memory by variable, the partial graph of a failed cell."""
 
 import re
@@ -8,6 +8,7 @@ import pytest
 
 import xlanb
 from xlanb.report import SCHEMA
+from xlanb.report.schema import REPORT_SCHEMA_VERSION
 from xlanb.report.modules import OUTSIDE, TOP
 
 MODEL = '''import torch, torch.nn as nn, xlanb
@@ -26,7 +27,7 @@ x = torch.ones(3, 4, device="xla")'''
 def _report(c) -> dict:
     data = c.report
     jsonschema.validate(data, SCHEMA)
-    assert data["version"] == "1.2"
+    assert data["version"] == REPORT_SCHEMA_VERSION
     return data
 
 

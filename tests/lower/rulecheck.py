@@ -45,7 +45,7 @@ def run_rule(name: str, *args, rng_seed: int | None = None, **kwargs):
     if rule.rng:
         xlanb.manual_seed(rng_seed or 0)
     try:
-        node = record.record_node(op, args, kwargs)
+        node = record.record_node(op, args, kwargs, cpu_inputs=True)
     except (record.NoMetaKernel, RuntimeError):      # no meta kernel (capture would cut to the CPU)
         node = _record_with_cpu_metas(op, name, args, kwargs)
     meta = node.meta
@@ -66,7 +66,7 @@ def run_rule(name: str, *args, rng_seed: int | None = None, **kwargs):
 def _record_with_cpu_metas(op, name, args, kwargs):
     """The node capture would record, with output metas from torch's CPU result."""
     plan = record.plan_of(op)
-    nargs, nkwargs = record.to_node_args(plan, args, kwargs or {})
+    nargs, nkwargs = record.to_node_args(plan, args, kwargs or {}, cpu_inputs=True)
     out = op(*args, **kwargs)
     meta = () if out is None else record.meta_of(out) if isinstance(out, torch.Tensor) else tuple(
         record.meta_of(o) if isinstance(o, torch.Tensor) else None for o in out)

@@ -39,7 +39,6 @@ aten = torch.ops.aten
 # Generic and fallback -----------------------------------------------------------------
 
 def generic(func, args, kwargs):
-    rec.check_devices(plan_of(func), args, kwargs)
     try:
         return rec.record(func, args, kwargs or {})
     except NoMetaKernel:

@@ -105,7 +105,6 @@ def mutation_handler(func):
         for t in targets:
             if type(t) is not LazyTensor:
                 return cpu_cut(func, args, kwargs)
-        rec.check_devices(iplan, args, kwargs)
         nargs, nkwargs = rec.to_node_args(iplan, args, kwargs)
         try:
             rec.infer_meta(func, iplan, nargs, nkwargs)          # torch's checks and messages

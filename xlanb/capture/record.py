@@ -70,18 +70,20 @@ def cpu_input(t: torch.Tensor) -> Node:
     return data_node(upload(t), meta_of(t))
 
 
-def _convert(x, kind):
+def _convert(x, kind, plan):
     t = type(x)
     if t is LazyTensor:
         return value(x)
     if kind == TENSOR or kind == NUMBER or kind == OTHER:
         if isinstance(x, torch.Tensor):
+            if x.dim() and plan is not None:
+                check_device(plan, x)
             return cpu_input(x)
         if kind == OTHER:
             return tuple(x) if t is list else x
         return lift(x)
     if kind == TENSORS:
-        return tuple(_convert(y, TENSOR) for y in x)
+        return tuple(_convert(y, TENSOR, plan) for y in x)
     if kind == NUMBERS:
         return tuple(lift(y) for y in x)
     return x
@@ -92,27 +94,26 @@ _TAKE_CPU_TENSORS = {"aten.index.Tensor", "aten.index_put.default", "aten.index_
                      "aten._index_put_impl_.default", "aten._unsafe_index.Tensor", "aten._unsafe_index_put.default"}
 
 
-def check_devices(plan: OpPlan, args, kwargs) -> None:
-    """An op on xla tensors refuses CPU tensors with dimensions, as torch refuses mixing CUDA and
-    CPU (capture's own callers may pass CPU inputs: they become graph inputs)."""
-    if plan.name in _TAKE_CPU_TENSORS:
-        return
-    for x in (*args, *(kwargs or {}).values()):
-        for y in (x if type(x) in (list, tuple) else (x,)):
-            if type(y) is not LazyTensor and isinstance(y, torch.Tensor) and y.dim():
-                raise RuntimeError(
-                    f"Expected all tensors to be on the same device, but found at least two devices, "
-                    f"{_rt.device} and {y.device}! ({plan.name} got a {y.device} tensor of shape {list(y.shape)}: "
-                    f"move it with .to('{_rt.device}'); a 0-dim CPU tensor or a Python number may stay)")
+def check_device(plan: OpPlan, x: torch.Tensor) -> None:
+    """An op on xla tensors refuses a CPU tensor with dimensions, as torch refuses mixing CUDA and
+    CPU (0-dim tensors are numbers; CPU index tensors may index)."""
+    if plan.name not in _TAKE_CPU_TENSORS:
+        raise RuntimeError(
+            f"Expected all tensors to be on the same device, but found at least two devices, "
+            f"{_rt.device} and {x.device}! ({plan.name} got a {x.device} tensor of shape {list(x.shape)}: "
+            f"move it with .to('{_rt.device}'); a 0-dim CPU tensor or a Python number may stay)")
 
 
-def to_node_args(plan: OpPlan, args, kwargs):
+def to_node_args(plan: OpPlan, args, kwargs, cpu_inputs: bool = False):
+    """Node arguments for `args`/`kwargs`; CPU tensors with dimensions are refused unless
+    `cpu_inputs` (tests that record ops on CPU tensors: each is uploaded as a graph input)."""
     kinds = plan.positional
-    nargs = tuple(_convert(a, kinds[i] if i < len(kinds) else OTHER) for i, a in enumerate(args))
+    check = None if cpu_inputs else plan
+    nargs = tuple(_convert(a, kinds[i] if i < len(kinds) else OTHER, check) for i, a in enumerate(args))
     if not kwargs:
         return nargs, None
     keyword = plan.keyword
-    nkwargs = {k: _convert(v, keyword.get(k, OTHER)) for k, v in kwargs.items() if k != "generator"}
+    nkwargs = {k: _convert(v, keyword.get(k, OTHER), check) for k, v in kwargs.items() if k != "generator"}
     return nargs, (nkwargs or None)
 
 
@@ -307,10 +308,10 @@ def _out_meta(out):
     raise NoMetaKernel(f"output of type {type(out).__name__} needs the data")
 
 
-def record_node(func, args, kwargs) -> Node:
+def record_node(func, args, kwargs, cpu_inputs: bool = False) -> Node:
     """Records func as one node (multi-output ops: a node with a tuple meta)."""
     plan = plan_of(func)
-    nargs, nkwargs = to_node_args(plan, args, kwargs)
+    nargs, nkwargs = to_node_args(plan, args, kwargs, cpu_inputs)
     meta = infer_meta(func, plan, nargs, nkwargs)
     if plan.rule is not None and plan.rule.rng:
         nargs = (rng.take_key(),) + nargs

@@ -39,8 +39,31 @@ def test_pip_wheel_contains_the_prebuilt_extension(tmp_path):
     assert not any(n.startswith("xlanb/labextension/") for n in names)
 
 
+def install_cell() -> str:
+    """The install cell every notebook starts with (the same text in each, checked here)."""
+    cells = set()
+    for path in sorted((REPO / "notebooks").glob("*.ipynb")):
+        sources = ["".join(c["source"]) for c in json.loads(path.read_text())["cells"] if c["cell_type"] == "code"]
+        found = [s for s in sources if "import xlanb" in s and "%pip install" in s]
+        assert found, f"{path.name} has no install cell"
+        start, pip = found[0].index("# In Colab"), found[0].index("%pip")
+        end = found[0].index("    import xlanb", pip) + len("    import xlanb")
+        cells.add(found[0][start:end])
+    assert len(cells) == 1, cells
+    return cells.pop()
+
+
+def test_every_notebook_installs_from_the_wheel_not_from_pypi():
+    """xlanb is not on PyPI: an install cell that says `%pip install xlanb` fails in a fresh Colab."""
+    cell = install_cell()
+    assert "%pip install --quiet {wheels[-1]}" in cell and "make wheel" in cell
+    for path in sorted((REPO / "notebooks").glob("*.ipynb")):
+        assert "pip install --quiet xlanb\\n" not in path.read_text(), path.name
+
+
 def test_the_wheel_installs_into_an_empty_venv_and_lists_its_extension(tmp_path):
-    """`make wheel`'s command, then a fresh venv: xlanb imports from the wheel's copy, JupyterLab lists
+    """`make wheel`'s command, then a fresh venv where the notebooks' install cell installs it: xlanb imports
+    from the wheel's copy, JupyterLab lists
     the wheel's extension enabled, and %xla_env's check finds it. The venv gets torch, jax and jupyterlab
     from this interpreter through a .pth after its own site-packages (installing them would download
     gigabytes); xlanb itself and the extension come only from the wheel."""
@@ -61,12 +84,15 @@ def test_the_wheel_installs_into_an_empty_venv_and_lists_its_extension(tmp_path)
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "JUPYTER", "VIRTUAL_ENV"))}
     for k in ("JUPYTER_CONFIG_DIR", "JUPYTER_DATA_DIR", "JUPYTER_RUNTIME_DIR"):
         env[k] = str(tmp_path / k.lower())
-    install = subprocess.run([str(py), "-m", "pip", "install", "--no-deps", "--no-index", "-q", str(wheel)],
-                             capture_output=True, text=True, timeout=300, env=env)
-    assert install.returncode == 0, install.stderr[-3000:]
     site = subprocess.run([str(py), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
                           capture_output=True, text=True, env=env).stdout.strip()
     (pathlib.Path(site) / "zz_dependencies.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+    # the notebooks' own install cell, run by IPython next to the wheel (as in a Colab with it uploaded)
+    cell = tmp_path / "install_cell.ipy"
+    cell.write_text(install_cell() + "\nprint('installed', xlanb.__file__)\n")
+    install = subprocess.run([str(py), "-m", "IPython", "--no-banner", "--quick", str(cell)], capture_output=True,
+                             text=True, timeout=600, env=env, cwd=dist)
+    assert install.returncode == 0 and "installed " + site in install.stdout, install.stdout[-3000:] + install.stderr[-3000:]
     probe = ("import xlanb, json; from xlanb.notebook.environment import environment; e = environment(); "
              "print(json.dumps([xlanb.__file__, e.extension_installed, e.extension_enabled, e.extension_path]))")
     out = subprocess.run([str(py), "-c", probe], capture_output=True, text=True, timeout=300, env=env, cwd=tmp_path)

@@ -170,7 +170,8 @@ def catalogue(w5_sizes=("1k", "10k", "100k"), w5_lowered=("1k", "10k")) -> list[
         figs.append(Figure(f"W3.device_{kind}", f"W3 step device bytes: {kind}", "B",
                            f"W3.device_{kind}", f"W3.device_{kind}", target=target))
     from generation import FIGURES as W6_FIGURES       # W6 (HF generate) lives in its own module
-    return figs + W6_FIGURES
+    from module_scopes import FIGURES as SCOPE_FIGURES  # so do module scopes' costs
+    return figs + W6_FIGURES + SCOPE_FIGURES
 
 
 def summary(values: list[float]) -> dict:

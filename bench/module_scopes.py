@@ -8,8 +8,10 @@ Three settings, alternated round by round in one process so machine noise hits t
              nodes are labelled (what the notebook adds for "ops by module")
   notebook   recording_modules() and recording_locations(), as the notebook extension runs a cell
 Prints, for each, the median host CPU time of a step (trace and sync until the launch returns: what
-scopes can cost, since the executable is the same) and of the whole step, and their ratios to `off`. The off setting of this tree against
-the tree before module scopes is `PYTHONPATH=<other tree> python bench/module_scopes.py --only off`.
+scopes can cost, since the executable is the same) and of the whole step, and their ratios to `off`.
+The off setting of this tree against the tree before module scopes is
+`PYTHONPATH=<other tree> python bench/module_scopes.py --only off`. `make bench` runs it with `--emit`
+(RESULT lines for bench/run.py; the figures and the <= 3% target are FIGURES below).
 """
 
 import argparse
@@ -23,16 +25,15 @@ import time
 os.environ.setdefault("XLANB_PERSISTENT_CACHE", "0")
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 
-import xlanb  # noqa: E402
-from common import median, perf  # noqa: E402
-from models import w3_setup, w4_setup  # noqa: E402
-from xlanb import hooks  # noqa: E402
+from common import emit, median, perf  # noqa: E402
+from figures import Figure, at_most  # noqa: E402
 
 SETTINGS = ("off", "modules", "notebook")
 STEPS = {"W3": 60, "W4": 4}
 
 
 def _scope(setting: str):
+    from xlanb import hooks
     stack = contextlib.ExitStack()
     if setting in ("modules", "notebook") and hasattr(hooks, "recording_modules"):
         stack.enter_context(hooks.recording_modules())
@@ -42,26 +43,30 @@ def _scope(setting: str):
 
 
 def _steps(body, n: int) -> list[tuple[float, float]]:
-    """(host, step) seconds per step. host: this thread's CPU time for the trace and the sync until the
-    launch returns (what scopes can slow down; the executable is the same, since the cache key ignores
-    them). Thread CPU time, unlike wall time, hardly moves when other processes load the machine.
-    step: wall time with the wait."""
+    """(host, step) seconds per step. host: the process's CPU time for the trace and the sync until
+    the launch returns (what scopes can slow down; the executable is the same, since the cache key
+    ignores them), the autograd engine's thread included. CPU time, unlike wall time, hardly moves
+    when other processes load the machine. step: wall time with the wait."""
+    import xlanb
     out = []
     for _ in range(n):
-        t0, c0 = perf(), time.thread_time()
+        t0, c0 = perf(), time.process_time()
         body()
         xlanb.sync()
-        c1 = time.thread_time()
+        c1 = time.process_time()
         xlanb.wait()
         out.append((c1 - c0, perf() - t0))
     return out
 
 
 def main():
+    import xlanb  # noqa: F401  (the xla device; bench/run.py imports this module for FIGURES alone)
+    from models import w3_setup, w4_setup
     parser = argparse.ArgumentParser()
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--only", default=",".join(SETTINGS))
     parser.add_argument("--out", default="")
+    parser.add_argument("--emit", action="store_true", help="print RESULT lines for bench/run.py")
     args = parser.parse_args()
     settings = args.only.split(",")
     result = {}
@@ -89,6 +94,21 @@ def main():
                   flush=True)
     if args.out:
         pathlib.Path(args.out).write_text(json.dumps(result, indent=1) + "\n")
+    if args.emit:
+        emit("scopes", "xlanb", {f"{w}.{s}_{kind}": r[s][f"{kind}_ratio"] for w, r in result.items()
+                                 for s in settings if s != "off" for kind in ("step", "host")})
+
+
+# bench/run.py: the job of one round (it alternates the settings itself) and the figures of the table
+SCRIPT = "module_scopes.py"
+JOBS = [("xlanb", "scopes", "scopes")]
+ARGS = ["--rounds", "3", "--emit"]
+FIGURES = [
+    Figure(f"scopes.{w}.{s}_{kind}", f"{w} steady {'step' if kind == 'step' else 'host CPU time'}, "
+           f"{'module scopes' if s == 'modules' else 'module scopes + source lines (the notebook)'} / none",
+           "x", f"scopes.{w}.{s}_{kind}", target=at_most(1.03, "<= 1.03x") if (s, kind) == ("modules", "step") else None)
+    for w in STEPS for s in ("modules", "notebook") for kind in ("step", "host")
+]
 
 
 if __name__ == "__main__":

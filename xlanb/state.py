@@ -84,9 +84,9 @@ class Runtime:
         # scopes, which belong to whoever opened them (a loaded notebook extension): not reset
         self.want_texts = 0
         # the global nn.Module hooks of capture.scopes while recording_modules() scopes are open
-        # (their count, handles, and the labelling walk's shortcuts): owned by whoever opened them,
-        # as want_texts is: not reset
-        self.module_hooks: list = [0, None, {}]
+        # (their count, handles, and the modules' spans of autograd sequence numbers): owned by
+        # whoever opened them, as want_texts is: not reset
+        self.module_hooks: list = [0, None, None]
         self._fresh()
 
     def _fresh(self) -> None:
@@ -100,7 +100,7 @@ class Runtime:
         # capture.scopes: the innermost running nn.Module's path (a str), a callable naming the module
         # of the backward op being recorded, or None when module scopes are not recorded
         self.module_scope = None
-        self.module_stack: list = []           # (module, path) of the running modules
+        self.module_stack: list = []           # (module, path, first sequence number) of the running modules
         self.detectors: dict = {}              # name (context manager) or function token -> Detector
         # capture: pending work
         # weakrefs to holders (LazyTensor or Storage) whose value may be pending, in

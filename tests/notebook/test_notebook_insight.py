@@ -142,7 +142,7 @@ def test_a_failing_cell_shows_its_partial_graph_with_the_op_and_line(cell):
     assert xlanb.metrics.counter_value("UncachedCompile") >= 1
 
 
-def test_scopes_label_through_identity_modules_and_hold_no_graph_after_the_forward():
+def test_scopes_label_through_identity_modules_and_hold_no_autograd_node():
     import torch
     import torch.nn as nn
 
@@ -162,10 +162,25 @@ def test_scopes_label_through_identity_modules_and_hold_no_graph_after_the_forwa
     with hooks.recording_modules(), hooks.recording_texts():
         mark = hooks.mark()
         out = net(x)
-        assert runtime_state().module_hooks[2] == {}            # no autograd node held past the forward
+        segments = runtime_state().module_hooks[2]             # numbers and paths only: no autograd node held
+        assert {type(v) for v in segments.starts + segments.ends} == {int} and set(segments.paths) == {"", "lin"}
         out.sum().backward()
         xlanb.sync()
     (c,) = [e for e in hooks.since(mark) if isinstance(e, events.Compile)]
     scopes = {line.op: line.scope for line in c.ir if not line.is_input}
     assert scopes["aten::relu.default"] == "" and scopes["aten::threshold_backward.default"] == ""
     assert scopes["aten::addmm.default"] == "lin"
+
+
+def test_segments_name_the_innermost_module_of_each_sequence_number():
+    """Spans arrive as forwards return, inner first: top [0, 20) around a [2, 5) (with a.b [3, 4)
+    inside) and c [8, 12); numbers between them are the outer module's."""
+    from xlanb.capture.scopes import Segments
+
+    s = Segments()
+    for span in ((3, 4, "a.b"), (2, 5, "a"), (8, 12, "c"), (0, 20, "")):
+        s.add(*span)
+    assert [s.path(n) for n in (0, 2, 3, 4, 5, 7, 8, 11, 12, 19, 20, -1)] == \
+        ["", "a", "a.b", "a", "", "", "c", "c", "", "", None, None]
+    s.add(25, 30, "d")                                         # the next step's forward
+    assert (s.path(22), s.path(27)) == (None, "d")

@@ -6,14 +6,18 @@ module called) into `runtime_state().module_scope`, and `ir.node.new_node` store
 With no scope open the hooks are not installed (torch's module call then takes its fast path)
 and `module_scope` is None: a node pays one attribute read.
 
-Backward ops: when a module's forward returns, the autograd nodes it made (reachable from its
-outputs without crossing its inputs) are labelled with its path in their `metadata`; while the
-autograd engine runs one of them, the ops it records carry that path. Ops outside every module
-(a loss written as a function, the optimizer) and backward nodes made outside modules carry None.
+Backward ops: torch numbers every autograd node it creates (its sequence number, one counter
+per thread). Each module's forward is a span of those numbers; when it returns, the span goes into
+a table of disjoint segments, each naming the innermost module whose forward made its nodes. While
+the autograd engine runs a node, the ops it records carry the module of the node's number. Ops
+outside every module (a loss written as a function, the optimizer) and backward nodes made outside
+modules carry None; so do gradient accumulations into `.grad` (AccumulateGrad nodes have no
+number). This costs O(1) per module call, no walk of the autograd graph.
 """
 
 from __future__ import annotations
 
+import bisect
 import contextlib
 
 import torch
@@ -23,8 +27,47 @@ from xlanb.state import runtime_state
 
 _rt = runtime_state()
 _current_node = torch._C._current_autograd_node
-LABEL = "xlanb.scope"                  # the key of an autograd node's metadata holding its path
+_sequence_nr = torch._C._autograd._get_sequence_nr     # the number the next autograd node gets
 _child_names: dict = {}                # (id(parent), id(child)) -> attribute name (checked at each use)
+KEEP = 50_000                          # segments kept (the oldest half goes past twice that)
+
+
+class Segments:
+    """Disjoint spans of autograd sequence numbers, sorted, each with the innermost module path
+    whose forward made the nodes numbered in it. Spans arrive as forwards return (inner first), so
+    the segments an arriving span covers are the newest ones: a suffix of the list."""
+
+    __slots__ = ("starts", "ends", "paths")
+
+    def __init__(self):
+        self.starts: list = []
+        self.ends: list = []
+        self.paths: list = []
+
+    def add(self, start: int, end: int, path: str) -> None:
+        starts, ends, paths = self.starts, self.ends, self.paths
+        if len(starts) > 2 * KEEP:
+            del starts[:KEEP], ends[:KEEP], paths[:KEEP]
+        if not starts or ends[-1] <= start:          # no inner module made nodes (a leaf): one segment
+            starts.append(start), ends.append(end), paths.append(path)
+            return
+        i = len(starts)
+        while i and starts[i - 1] >= start:
+            i -= 1
+        inner = list(zip(starts[i:], ends[i:], paths[i:]))
+        del starts[i:], ends[i:], paths[i:]
+        at = start
+        for a, b, p in inner:          # the gaps between inner modules' segments are this module's
+            if a > at:
+                starts.append(at), ends.append(a), paths.append(path)
+            starts.append(a), ends.append(b), paths.append(p)
+            at = b
+        if at < end:
+            starts.append(at), ends.append(end), paths.append(path)
+
+    def path(self, number: int):
+        i = bisect.bisect_right(self.starts, number) - 1
+        return self.paths[i] if i >= 0 and number < self.ends[i] else None
 
 
 def _child_name(parent, child) -> str:
@@ -42,18 +85,6 @@ def _child_name(parent, child) -> str:
     return name
 
 
-def _grad_fns(value, out: list) -> None:
-    if isinstance(value, torch.Tensor):
-        if value.grad_fn is not None:
-            out.append(value.grad_fn)
-    elif isinstance(value, (tuple, list)):
-        for v in value:
-            _grad_fns(v, out)
-    elif isinstance(value, dict):
-        for v in value.values():
-            _grad_fns(v, out)
-
-
 def _pre(module, args) -> None:
     stack = _rt.module_stack
     if stack:
@@ -62,10 +93,7 @@ def _pre(module, args) -> None:
         path = f"{parent_path}.{name}" if parent_path else name
     else:
         path = ""                      # the outermost module: its own ops carry ""
-    inputs: list = []
-    if torch.is_grad_enabled():
-        _grad_fns(args, inputs)
-    stack.append((module, path, inputs))
+    stack.append((module, path, _sequence_nr()))
     _rt.module_scope = path
 
 
@@ -74,44 +102,11 @@ def _post(module, args, output) -> None:
     while stack:
         entry = stack.pop()
         if entry[0] is module:
+            end = _sequence_nr()
+            if end > entry[2]:         # it made autograd nodes
+                _rt.module_hooks[2].add(entry[2], end, entry[1])
             break
-    else:
-        entry = None
-    if entry is not None and torch.is_grad_enabled():
-        _label(output, entry[1], entry[2])
-    if stack:
-        _rt.module_scope = stack[-1][1]
-    else:
-        _rt.module_scope = backward_scope
-        _rt.module_hooks[2].clear()    # the outermost forward is done: hold no autograd node past it
-
-
-def _label(output, path: str, inputs: list) -> None:
-    """Labels the autograd nodes the module made with its path: the walk from its outputs stops at
-    its inputs. An inner module labelled its own nodes first (the innermost module wins); the walk
-    jumps from an inner module's outputs straight to its inputs, so each node is visited about once."""
-    todo: list = []
-    _grad_fns(output, todo)
-    outputs = list(todo)
-    jumps = _rt.module_hooks[2]        # id(an inner module's output node) -> that module's input nodes
-    seen = {id(g) for g in inputs}
-    while todo:
-        g = todo.pop()
-        key = id(g)
-        if key in seen:
-            continue
-        seen.add(key)
-        inner = jumps.get(key)
-        if inner is not None:
-            todo.extend(inner[1])
-            continue
-        meta = g.metadata
-        if LABEL not in meta:
-            meta[LABEL] = path
-        todo.extend(n for n, _ in g.next_functions if n is not None)
-    for g in outputs:                  # (g is kept alive while its id is a key)
-        if id(g) not in {id(i) for i in inputs}:      # an identity module passes its input through
-            jumps[id(g)] = (g, inputs)
+    _rt.module_scope = stack[-1][1] if stack else backward_scope
 
 
 def backward_scope():
@@ -119,7 +114,7 @@ def backward_scope():
     node = _current_node()
     if node is None:
         return None
-    return node.metadata.get(LABEL)
+    return _rt.module_hooks[2].path(node._sequence_nr())
 
 
 def _install() -> None:
@@ -127,6 +122,7 @@ def _install() -> None:
     if hooks[1] is None:
         hooks[1] = (_nn_module.register_module_forward_pre_hook(_pre),
                     _nn_module.register_module_forward_hook(_post))
+        hooks[2] = Segments()
         _rt.module_scope = backward_scope
 
 
@@ -138,7 +134,7 @@ def _uninstall() -> None:
         hooks[1] = None
     _rt.module_scope = None
     _rt.module_stack.clear()
-    hooks[2].clear()
+    hooks[2] = None
 
 
 @contextlib.contextmanager

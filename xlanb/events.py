@@ -179,6 +179,8 @@ class Compile(Event):
     optimized: str = ""
     cost: tuple[tuple[str, float], ...] = ()       # XLA's cost analysis, (name, value) pairs
     memory: tuple[tuple[str, int], ...] = ()       # XLA's memory analysis, (name, bytes) pairs
+    # XLA's cost analysis of each fusion: (name, flops, transcendentals, bytes accessed)
+    fusion_costs: tuple[tuple[str, float, float, float], ...] = ()
 
 
 @dataclasses.dataclass(frozen=True)

@@ -52,6 +52,17 @@ export function formatBytes(n: number): string {
   return i === 0 ? `${n.toFixed(0)} B` : `${n.toFixed(1)} ${units[i]}`;
 }
 
+/** `512 FLOP`, `32.8 kFLOP`, ... as report/format.py's format_flops. */
+export function formatFlops(n: number): string {
+  const units = ['FLOP', 'kFLOP', 'MFLOP', 'GFLOP', 'TFLOP'];
+  let i = 0;
+  while (n >= 1000 && i < units.length - 1) {
+    n /= 1000;
+    i++;
+  }
+  return i === 0 ? `${n.toFixed(0)} FLOP` : `${Number(n.toPrecision(3))} ${units[i]}`;
+}
+
 export function plural(n: number, word: string): string {
   if (n === 1) {
     return `1 ${word}`;

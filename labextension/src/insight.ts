@@ -1,12 +1,12 @@
 /**
  * The report's schema-1.2 sections as DOM: ops by module (the DAG collapsed to one box per module;
  * a click on a box, or on its chip, expands it into the DAG of its ops), the IR filtered by module,
- * fusions traced to ATen ops / modules / cell lines (linked from the optimized HLO), device memory
- * by variable, and the failure behind a partial graph. xlanb/report/insight.py writes the same
- * facts as HTML and text.
+ * fusions traced to ATen ops / modules / cell lines (linked from the optimized HLO; XLA's cost of
+ * each since 1.4), device memory by variable, and the failure behind a partial graph.
+ * xlanb/report/insight.py writes the same facts as HTML and text.
  */
 
-import { codeBox, formatBytes, h, plural, svgBox, table } from './dom';
+import { codeBox, formatBytes, formatFlops, h, plural, svgBox, table } from './dom';
 import { IFailure, IFusion, IIrLine, IMemory, IModules } from './types';
 
 /** A module view: groups table, module DAG, and the expanded DAG of the chosen module. */
@@ -116,16 +116,18 @@ export function irPanel(
 /** The fusions table; `rowFor` finds a row by fusion name (the optimized HLO links to it). */
 export function fusionsTable(fusions: IFusion[]): HTMLElement {
   const t = table(
-    ['fusion', 'kind', 'ATen ops', 'modules', 'lines', 'writes'],
+    ['fusion', 'kind', 'ATen ops', 'modules', 'lines', 'writes', 'flops', 'bytes accessed'],
     fusions.map(f => [
       h('code', { text: f.name }),
       f.kind,
       h('code', { text: f.ops.join(', ') }),
       f.modules.join(', '),
       f.lines.join(', '),
-      formatBytes(f.out_bytes)
+      formatBytes(f.out_bytes),
+      f.flops == null ? '' : formatFlops(f.flops),
+      f.bytes_accessed == null ? '' : formatBytes(f.bytes_accessed)
     ]),
-    [5]
+    [5, 6, 7]
   );
   t.classList.add('xl-fusions');
   Array.from(t.querySelectorAll('tr'))

@@ -60,6 +60,10 @@ export interface IFusion {
   lines: string[];
   out_bytes: number;
   text: string;
+  /** XLA's cost analysis of the fusion alone (1.4; null or absent: not analysed). */
+  flops?: number | null;
+  transcendentals?: number | null;
+  bytes_accessed?: number | null;
 }
 
 export interface IFailure {

@@ -184,3 +184,19 @@ def test_segments_name_the_innermost_module_of_each_sequence_number():
         ["", "a", "a.b", "a", "", "", "c", "c", "", "", None, None]
     s.add(25, 30, "d")                                         # the next step's forward
     assert (s.path(22), s.path(27)) == (None, "d")
+
+
+def test_each_fusion_carries_xla_s_cost_analysis_of_it_alone(cell):
+    """x * 2 + 1 then exp on 64 x 256 floats: one loop fusion of 2 flops and one transcendental an
+    element, reading x and writing the result; the fusions' flops add up to the executable's."""
+    assert cell("import torch, xlanb\nx = torch.ones(64, 256, device='xla')").error is None
+    data = _report(cell("%%xla_compile --name costs\ny = (x * 2 + 1).exp()"))
+    g = data["graphs"][0]
+    (f,) = [f for f in g["fusions"] if "aten.exp" in f["ops"]]
+    n = 64 * 256
+    # (+ a flop or two: the lifted 2 and 1 arrive as f64 and are converted once)
+    assert 2 * n <= f["flops"] <= 2 * n + 2 and f["transcendentals"] == n
+    assert 2 * 4 * n <= f["bytes_accessed"] <= 2 * 4 * n + 64          # x and y (and the lifted scalars)
+    assert sum(x["flops"] or 0 for x in g["fusions"]) == g["cost"]["flops"]
+    assert f"fusion {f['name']}: aten.mul, aten.add, aten.exp; cell line 2 (32.8 kFLOP, 128.0 KiB accessed)" \
+        in data["text"]

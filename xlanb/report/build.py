@@ -154,7 +154,7 @@ def _section(c: ev.Compile, runs, ctx: CellContext, detailed: bool) -> GraphSect
         cost=dict(c.cost) if detailed and c.cost else None,
         memory=dict(c.memory) if detailed and c.memory else None,
         modules=module_view(lines, dags=detailed),
-        fusions=fusions(c.optimized, lines) if detailed else (),
+        fusions=fusions(c.optimized, lines, c.fusion_costs) if detailed else (),
     )
 
 

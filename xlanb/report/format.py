@@ -32,6 +32,15 @@ def format_bytes(n: float) -> str:
     return f"{n:.1f} GiB"
 
 
+def format_flops(n: float) -> str:
+    """`512 FLOP`, `4.19 MFLOP`, ... up to TFLOP."""
+    for unit in ("FLOP", "kFLOP", "MFLOP", "GFLOP"):
+        if n < 1000:
+            return f"{n:.0f} {unit}" if unit == "FLOP" else f"{n:.3g} {unit}"
+        n /= 1000
+    return f"{n:.3g} TFLOP"
+
+
 def tensors_text(tensors) -> str:
     """`f32[8,16], i64[8]`: the first few tensors' text, `()` for none."""
     if not tensors:

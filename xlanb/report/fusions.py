@@ -3,7 +3,8 @@
 Lowering names each node's ops `aten.mul.Tensor %5 [blocks.0.ff] 1234.py:4` (lower/to_jax.py
 `origin`); XLA keeps that name in each instruction's `op_name` metadata through its passes. A
 fusion's origin is every graph position named inside its fused computation, read here from the
-optimized HLO text and joined with the graph's IR lines.
+optimized HLO text and joined with the graph's IR lines. Each fusion's flops and bytes are XLA's
+cost analysis of it alone (runtime/fusion_cost.py, carried by the Compile event).
 """
 
 from __future__ import annotations
@@ -49,6 +50,10 @@ class Fusion:
     modules: tuple[str, ...]
     lines: tuple[str, ...]    # "cell line 4"
     out_bytes: int            # the size of what it writes (from its shape)
+    # XLA's cost analysis of this fusion alone (1.4; None: not a fusion, or not analysed)
+    flops: float | None = None
+    transcendentals: float | None = None
+    bytes_accessed: float | None = None
 
     @property
     def text(self) -> str:
@@ -112,10 +117,12 @@ def _ordered(values) -> tuple:
     return tuple(dict.fromkeys(v for v in values if v))
 
 
-def fusions(optimized: str, lines) -> tuple[Fusion, ...]:
-    """The entry computation's fusions, custom calls and other heavy instructions, with origins."""
+def fusions(optimized: str, lines, costs=()) -> tuple[Fusion, ...]:
+    """The entry computation's fusions, custom calls and other heavy instructions, with origins;
+    `costs` is the Compile event's `fusion_costs` ((name, flops, transcendentals, bytes), ...)."""
     if not optimized:
         return ()
+    cost_of = {c[0]: c[1:] for c in costs}
     comps, entry = _computations(optimized)
     if entry is None:
         return ()
@@ -142,7 +149,8 @@ def fusions(optimized: str, lines) -> tuple[Fusion, ...]:
                        + [".".join(n.split(".")[:2]) for n in unplaced])
         modules = _ordered(scope_label(i.scope) for i in irs if scoped)
         where = _ordered(i.location for i in irs)
-        found.append(Fusion(name, kind, nodes, ops, modules, where, _bytes(type_text)))
+        found.append(Fusion(name, kind, nodes, ops, modules, where, _bytes(type_text),
+                            *cost_of.get(name, (None, None, None))))
         if len(found) >= MAX_FUSIONS:
             break
     return tuple(found)

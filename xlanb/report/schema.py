@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from xlanb.report.sharding import DEVICES_SCHEMA
 
-REPORT_SCHEMA_VERSION = "1.3"
+REPORT_SCHEMA_VERSION = "1.4"
 MIME_TYPE = "application/vnd.xlanb.report+json"
 
 _where = {"type": ["object", "null"], "required": ["text"], "properties": {
@@ -44,13 +44,15 @@ _modules = {"type": ["object", "null"], "required": ["groups", "dag", "expanded"
                                           "properties": {"path": {"type": "string"}, "ops": _count,
                                                          "total": _count, "top": {"type": "string"}}}},
     "dag": _dag, "expanded": {"type": "object", "additionalProperties": _dag}}}
+_cost = {"type": ["number", "null"], "minimum": 0}
 _fusion = {"type": "object", "required": ["name", "kind", "nodes", "ops", "modules", "lines", "out_bytes", "text"],
            "properties": {"name": {"type": "string"}, "kind": {"type": "string"},
                           "nodes": {"type": "array", "items": _count},
                           "ops": {"type": "array", "items": {"type": "string"}},
                           "modules": {"type": "array", "items": {"type": "string"}},
                           "lines": {"type": "array", "items": {"type": "string"}},
-                          "out_bytes": _count, "text": {"type": "string"}}}
+                          "out_bytes": _count, "text": {"type": "string"},
+                          "flops": _cost, "transcendentals": _cost, "bytes_accessed": _cost}}
 _failure = {"type": ["object", "null"], "required": ["error", "op", "where", "highlight", "text"], "properties": {
     "error": {"type": "string"}, "op": {"type": "string"}, "where": _where,
     "highlight": {"type": "array", "items": _count}, "text": {"type": "string"}}}

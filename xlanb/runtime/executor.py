@@ -99,9 +99,11 @@ def _texts(lowered: Lowered, compiled: Compiled) -> dict:
     """What a report shows of the stages, copied out as plain data."""
     cost = compiled.cost_analysis() or {}
     memory = compiled.memory_analysis() or {}
+    optimized = compiled.as_text()
     return {
         "stablehlo": lowered.as_text(),
-        "optimized": compiled.as_text(),
+        "optimized": optimized,
+        "fusion_costs": compiled.fusion_costs(optimized) if cost else (),
         "cost": tuple((k, float(v)) for k, v in cost.items()
                       if isinstance(v, (int, float)) and not _COST_PART.search(k)),
         "memory": tuple((k, int(v)) for k, v in memory.items()),

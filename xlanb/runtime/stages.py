@@ -1,7 +1,7 @@
 """The stages of a graph on its way to the device, in JAX's vocabulary (jax.stages).
 
 `Lowered` is a graph lowered to StableHLO through the lowering table; `Compiled` is its XLA
-executable. `as_text`, `cost_analysis` and `memory_analysis` are for visualisation and
+executable. `as_text`, `cost_analysis`, `fusion_costs` and `memory_analysis` are for visualisation and
 debugging; they return None where the backend gives nothing. The runtime copies what a
 report needs out of them into plain events: no event holds a stage object.
 """
@@ -9,6 +9,8 @@ report needs out of them into plain events: no event holds a stage object.
 from __future__ import annotations
 
 import jax
+
+from xlanb.runtime.fusion_cost import fusion_costs
 
 _MEMORY_FIELDS = ("argument_size_in_bytes", "output_size_in_bytes", "temp_size_in_bytes", "alias_size_in_bytes",
                   "generated_code_size_in_bytes")
@@ -63,6 +65,15 @@ class Compiled:
         if isinstance(cost, list):
             cost = cost[0] if cost else None
         return dict(cost) if cost else None
+
+    def fusion_costs(self, optimized: str | None = None, limit: int = 200) -> tuple:
+        """XLA's cost analysis of each of the first `limit` fusions (runtime/fusion_cost.py);
+        `optimized` is `as_text()` when the caller has it already."""
+        try:
+            client = self.executable.runtime_executable().client
+        except Exception:   # as above
+            return ()
+        return fusion_costs(optimized if optimized is not None else self.as_text(), client, limit)
 
     def memory_analysis(self) -> dict | None:
         try:

@@ -9,7 +9,7 @@ import torch.nn as nn
 import xlanb
 from xlanb import hooks
 from xlanb.report import CellContext, build_report
-from xlanb.report.schema import SCHEMA
+from xlanb.report.schema import REPORT_SCHEMA_VERSION, SCHEMA
 from xlanb.report.serialize import render_json
 from xlanb.report.html import render_html
 from xlanb.report.text import render_text
@@ -48,7 +48,7 @@ def test_report_metrics_and_ir_of_a_compiled_step():
     assert "torch.compile" in render_html(report)
     data = render_json(report)
     jsonschema.validate(data, SCHEMA)
-    assert data["version"] == "1.3" and data["torch_compile"]["lines"] == tc.lines()
+    assert data["version"] == REPORT_SCHEMA_VERSION and data["torch_compile"]["lines"] == tc.lines()
     (graph,) = report.graphs                                        # the step: one graph
     macro_lines = [ln for ln in graph.ir.lines if ln.op == "xlanb::fx_graph"]
     assert len(macro_lines) == 3, [ln.op for ln in graph.ir.lines]  # forward, backward, SGD: 3 macro-nodes

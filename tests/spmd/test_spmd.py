@@ -6,6 +6,8 @@ import pytest
 
 from spmd_programs import run_program
 
+from xlanb.report.schema import REPORT_SCHEMA_VERSION
+
 TOL = 1e-5
 
 
@@ -30,7 +32,7 @@ def test_2x4_mesh_sharded_linear_forward_backward_and_report():
     assert r["y_sharding"] == "('data', 'model') on mesh data=2 model=4"       # after propagation
     # a matmul over a sharded contraction dimension: partial sums, then one all-reduce
     assert r["hlo_has_all_reduce"]
-    assert r["report_graphs"] == 1 and r["version"] == "1.3"
+    assert r["report_graphs"] == 1 and r["version"] == REPORT_SCHEMA_VERSION
     assert r["report_inputs"] == ["(None, 'model') on mesh data=2 model=4", "('model', None) on mesh data=2 model=4"]
     assert r["report_outputs"] == ["replicated on mesh data=2 model=4"]
     assert r["report_collectives"] == ["all-reduce"] and r["collective_bytes"] == [16 * 24 * 4]

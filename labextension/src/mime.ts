@@ -1,15 +1,19 @@
 /**
- * The MIME renderer for application/vnd.xlanb.report+json.
+ * The MIME renderers: the cell report (application/vnd.xlanb.report+json) and the live phase of
+ * a long compile or run (application/vnd.xlanb.phase+json).
  *
- * Its rank (-20) is below the widget manager's (-10), so in JupyterLab the report renders here
- * rather than through the anywidget view that the same display also carries: this renderer needs
- * no comm, so it also works in a reopened notebook and after the kernel is gone. It is `safe`:
- * in an untrusted notebook it inlines no markup from the report (SVG goes through <img>).
+ * The report's rank (-20) is below the widget manager's (-10), so in JupyterLab the report renders
+ * here rather than through the anywidget view that the same display also carries: this renderer
+ * needs no comm, so it also works in a reopened notebook and after the kernel is gone. The phase
+ * has the same rank, ahead of the text/html its bundle also carries. Both are `safe`: in an
+ * untrusted notebook they inline no markup from the data (the report's SVG goes through <img>;
+ * the phase is text only).
  */
 
 import { IRenderMime } from '@jupyterlab/rendermime-interfaces';
 import { Widget } from '@lumino/widgets';
 
+import { PHASE_MIME, renderPhase } from './phase';
 import { renderReport } from './report';
 import { REPORT_MIME } from './types';
 
@@ -26,6 +30,19 @@ export class ReportRenderer extends Widget implements IRenderMime.IRenderer {
   }
 }
 
+/** Drawn again on each update_display_data: renderPhase keeps its elements (and the bar's animation). */
+export class PhaseRenderer extends Widget implements IRenderMime.IRenderer {
+  constructor() {
+    super();
+    this.addClass('xlanb-lab-output');
+  }
+
+  renderModel(model: IRenderMime.IMimeModel): Promise<void> {
+    renderPhase(this.node, model.data[PHASE_MIME]);
+    return Promise.resolve();
+  }
+}
+
 export const rendererFactory: IRenderMime.IRendererFactory = {
   safe: true,
   mimeTypes: [REPORT_MIME],
@@ -33,12 +50,28 @@ export const rendererFactory: IRenderMime.IRendererFactory = {
   createRenderer: () => new ReportRenderer()
 };
 
-const extension: IRenderMime.IExtension = {
-  id: 'xlanb-lab:report-renderer',
-  description: 'Renders the xlanb cell report (application/vnd.xlanb.report+json).',
-  rendererFactory,
-  rank: -20,
-  dataType: 'json'
+export const phaseRendererFactory: IRenderMime.IRendererFactory = {
+  safe: true,
+  mimeTypes: [PHASE_MIME],
+  defaultRank: -20,
+  createRenderer: () => new PhaseRenderer()
 };
 
-export default extension;
+const extensions: IRenderMime.IExtension[] = [
+  {
+    id: 'xlanb-lab:report-renderer',
+    description: 'Renders the xlanb cell report (application/vnd.xlanb.report+json).',
+    rendererFactory,
+    rank: -20,
+    dataType: 'json'
+  },
+  {
+    id: 'xlanb-lab:phase-renderer',
+    description: 'Renders the live phase of a long xlanb compile or run (application/vnd.xlanb.phase+json).',
+    rendererFactory: phaseRendererFactory,
+    rank: -20,
+    dataType: 'json'
+  }
+];
+
+export default extensions;

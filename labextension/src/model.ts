@@ -1,7 +1,8 @@
 /**
  * Follows every notebook's kernel: the cell reports it sends on IOPub, the %%xla_compile cell
- * that runs now, restarts and kernel changes. One KernelXlaState per kernel id; `current` is the
- * state of the active notebook's kernel, which the sidebar and the status bar show.
+ * that runs now, the live phase of a long compile or run, restarts and kernel changes. One
+ * KernelXlaState per kernel id; `current` is the state of the active notebook's kernel, which the
+ * sidebar and the status bar show.
  */
 
 import { ISessionContext } from '@jupyterlab/apputils';
@@ -10,6 +11,7 @@ import { INotebookTracker, NotebookPanel } from '@jupyterlab/notebook';
 import { Kernel, KernelMessage } from '@jupyterlab/services';
 import { ISignal, Signal } from '@lumino/signaling';
 
+import { isPhase, PHASE_MIME } from './phase';
 import { compileCellName, KernelXlaState, modeSetByCell } from './store';
 import { REPORT_MIME } from './types';
 
@@ -25,6 +27,7 @@ const MAX_SENT = 256;
 class PanelWatcher {
   private sent = new Map<string, string | null>(); // execute_request msg_id -> cell id
   private run: IRun | null = null;
+  private phaseParent: string | null = null; // the execute_request whose cell shows the live phase
   private kernel: Kernel.IKernelConnection | null = null;
 
   constructor(
@@ -74,10 +77,16 @@ class PanelWatcher {
     }
     const type = msg.header.msg_type;
     const parent = (msg.parent_header as Partial<KernelMessage.IHeader>)?.msg_id ?? '';
-    if (type === 'display_data' || type === 'execute_result') {
+    if (type === 'display_data' || type === 'execute_result' || type === 'update_display_data') {
       const data = (msg.content as KernelMessage.IDisplayDataMsg['content']).data;
-      if (data && REPORT_MIME in data) {
+      if (data && REPORT_MIME in data && type !== 'update_display_data') {
         state.addReport(data[REPORT_MIME], msg.header.msg_id);
+      }
+      if (data && PHASE_MIME in data) {
+        // every live phase line ends with its done bundle, sent by the same kernel thread after it
+        const phase = data[PHASE_MIME];
+        this.phaseParent = isPhase(phase) && !phase.done ? parent : null;
+        state.setPhase(isPhase(phase) ? phase : null);
       }
     } else if (type === 'execute_input') {
       const code = (msg.content as KernelMessage.IExecuteInputMsg['content']).code;
@@ -85,11 +94,19 @@ class PanelWatcher {
       state.setCompiling(compileCellName(code, this.sent.get(parent) ?? null));
     } else if (type === 'error' && this.run && parent === this.run.msgId) {
       this.run.failed = true;
-    } else if (type === 'status' && this.run && parent === this.run.msgId) {
-      if ((msg.content as KernelMessage.IStatusMsg['content']).execution_state === 'idle') {
+    } else if (type === 'status') {
+      if ((msg.content as KernelMessage.IStatusMsg['content']).execution_state !== 'idle') {
+        return;
+      }
+      if (this.phaseParent !== null && parent === this.phaseParent) {
+        this.phaseParent = null;
+        state.setPhase(null); // the cell ended without the done bundle (it should not)
+      }
+      if (this.run && parent === this.run.msgId) {
         const run = this.run;
         this.run = null;
         state.setCompiling(null);
+        state.setPhase(null);
         const mode = run.failed ? undefined : modeSetByCell(run.code);
         const loadsOnly = /^\s*%(re)?load_ext\s+xlanb\b/m.test(run.code) && !/%xla_mode/.test(run.code);
         if (mode !== undefined && !(loadsOnly && state.mode !== null)) {
@@ -106,10 +123,10 @@ class PanelWatcher {
     }
     const at = new Date().toLocaleTimeString();
     if (status === 'restarting' || status === 'autorestarting') {
-      this.run = null;
+      this.run = this.phaseParent = null;
       state.reset(`The kernel restarted at ${at}: the graphs compiled before are gone, and so is the cache.`);
     } else if (status === 'dead') {
-      this.run = null;
+      this.run = this.phaseParent = null;
       state.reset(`The kernel died at ${at}.`);
     }
   }
@@ -118,7 +135,7 @@ class PanelWatcher {
     _: ISessionContext,
     change: IChangedArgs<Kernel.IKernelConnection | null, Kernel.IKernelConnection | null, 'kernel'>
   ): void {
-    this.run = null;
+    this.run = this.phaseParent = null;
     this.attach(change.newValue);
     if (change.newValue && change.oldValue && change.newValue.id !== change.oldValue.id) {
       const at = new Date().toLocaleTimeString();

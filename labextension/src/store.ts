@@ -5,6 +5,7 @@
 
 import { ISignal, Signal } from '@lumino/signaling';
 
+import { IPhase } from './phase';
 import { IGraph, IReport, isSupported } from './types';
 
 /** One graph name: every compile of it in this kernel (a recompile is another key). */
@@ -51,6 +52,8 @@ export class KernelXlaState {
   cacheSize: number | null = null;
   /** The graph name of the %%xla_compile cell running now. */
   compiling: string | null = null;
+  /** The phase of a graph lowering, compiling or running for over a second (the kernel's phase line). */
+  phase: IPhase | null = null;
   /** Why the state was last cleared (kernel restart, new kernel), shown until the next report. */
   notice: string | null = null;
   /** The mesh of the last graph that ran on several devices ("mesh data=2 model=4"; schema 1.3). */
@@ -210,6 +213,15 @@ export class KernelXlaState {
     }
   }
 
+  /** The latest live phase; a finished one (or null) clears it. */
+  setPhase(p: IPhase | null): void {
+    const next = p && !p.done ? p : null;
+    if (next !== this.phase) {
+      this.phase = next;
+      this._changed.emit();
+    }
+  }
+
   /** Forgets everything: the kernel restarted or was replaced. */
   reset(notice: string): void {
     this.graphs.clear();
@@ -220,6 +232,7 @@ export class KernelXlaState {
     this.compileMs = this.executeMs = 0;
     this.mode = this.pending = this.cacheSize = null;
     this.compiling = null;
+    this.phase = null;
     this.mesh = null;
     this.notice = notice;
     this._changed.emit();

@@ -1,2 +1,3 @@
 import './report.css';
+import './phase.css';
 import './base.css';

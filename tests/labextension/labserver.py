@@ -1,5 +1,6 @@
 """A throwaway JupyterLab for the browser tests: its own port, token, root, settings and config
-dirs, a kernelspec for this interpreter, and a stop that ends exactly the processes it started.
+dirs, a kernelspec for this interpreter that imports this checkout's xlanb, and a stop that ends
+exactly the processes it started.
 
 Chromium is Debian's (/usr/bin/chromium, `apt-get install chromium`), driven by Python Playwright;
 `playwright install` is never needed.
@@ -59,6 +60,21 @@ def _descendants(pid: int) -> list[int]:
     return out
 
 
+def open_page(browser, lab: "Lab", width: int = 1440, height: int = 1000):
+    """A page on lab.url once the notebook's kernel is ready, in JupyterLab or Notebook 7 (both
+    expose the app as window.jupyterapp); returns (page, errors): page errors and console errors."""
+    page = browser.new_page(viewport={"width": width, "height": height})
+    errors: list[str] = []
+    page.on("pageerror", lambda e: errors.append(f"pageerror: {e}"))
+    page.on("console", lambda m: errors.append(f"console: {m.text}") if m.type == "error" else None)
+    page.goto(lab.url)
+    page.wait_for_selector(".jp-Notebook .jp-Cell", timeout=90_000)
+    panel = "window.jupyterapp.shell.currentWidget"
+    page.wait_for_function(f"() => {panel} && {panel}.sessionContext && "
+                           f"{panel}.sessionContext.kernelDisplayStatus === 'idle'", timeout=90_000)
+    return page, errors
+
+
 class Lab:
     """`with Lab(tmp_path, cells, disabled=[...]) as lab:` then open lab.url in a browser."""
 
@@ -91,9 +107,12 @@ class Lab:
             shutil.copytree(built, dirs["JUPYTER_DATA_DIR"] / "labextensions" / "xlanb-lab")
         spec = dirs["JUPYTER_DATA_DIR"] / "kernels" / KERNEL
         spec.mkdir(parents=True)
+        # the kernel imports this checkout's xlanb, as the test process does, not the venv's install
+        # (an editable install may point at another worktree)
+        path = os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH")) if p)
         (spec / "kernel.json").write_text(json.dumps({
             "argv": [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
-            "display_name": "xlanb test", "language": "python"}))
+            "display_name": "xlanb test", "language": "python", "env": {"PYTHONPATH": path}}))
         settings = self.tmp / "settings" / "@jupyterlab" / "apputils-extension"
         settings.mkdir(parents=True)
         (settings / "notification.jupyterlab-settings").write_text(json.dumps(NO_NEWS))

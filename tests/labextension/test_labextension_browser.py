@@ -15,14 +15,14 @@ import sys
 
 import pytest
 
-from labserver import CHROMIUM, CHROMIUM_ARGS, OUTPUT, Lab, notebook
+from labserver import CHROMIUM, OUTPUT, Lab, notebook
 
 REQUIRED = os.environ.get("REQUIRE_BROWSER_TESTS") == "1"
 if not REQUIRED:
     pytest.importorskip("playwright.sync_api")
     if not os.path.exists(CHROMIUM):
         pytest.skip("needs Debian chromium at /usr/bin/chromium (apt-get install chromium)", allow_module_level=True)
-from playwright.sync_api import Page, expect, sync_playwright  # noqa: E402
+from playwright.sync_api import Page, expect  # noqa: E402
 
 EXTENSION = pathlib.Path(sys.prefix) / "share" / "jupyter" / "labextensions" / "xlanb-lab"
 WIDGET_MANAGER = "@jupyter-widgets/jupyterlab-manager"
@@ -43,22 +43,6 @@ WATCH_STATUS = """() => {
   new MutationObserver(() => window.__xlanbStatus.push(el.textContent))
     .observe(el, {childList: true, characterData: true, subtree: true});
 }"""
-
-
-@pytest.fixture
-def browser(request):
-    """Chromium; when the test fails, each open page is saved as <test>-failure-<n>.png."""
-    with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
-        try:
-            yield b
-            report = getattr(request.node, "rep_call", None)
-            if report is not None and report.failed:
-                OUTPUT.mkdir(parents=True, exist_ok=True)
-                for i, page in enumerate(p for c in b.contexts for p in c.pages):
-                    page.screenshot(path=str(OUTPUT / f"{request.node.name}-failure-{i}.png"))
-        finally:
-            b.close()
 
 
 def open_notebook(browser, lab: Lab) -> tuple[Page, list[str]]:

@@ -18,7 +18,7 @@ if not REQUIRED:
         pytest.skip("needs Debian chromium at /usr/bin/chromium (apt-get install chromium)", allow_module_level=True)
 from playwright.sync_api import expect  # noqa: E402
 
-from test_labextension_browser import browser, open_notebook, run_all, shot, xlanb_errors  # noqa: E402,F401
+from test_labextension_browser import open_notebook, run_all, shot, xlanb_errors  # noqa: E402
 
 BUILT = pathlib.Path(__file__).resolve().parents[2] / "xlanb" / "labextension"
 INSTALLED = pathlib.Path(sys.prefix) / "share" / "jupyter" / "labextensions" / "xlanb-lab"
@@ -33,7 +33,7 @@ CELLS = [
 ]
 
 
-def test_devices_section_and_sidebar_mesh(browser, tmp_path):  # noqa: F811
+def test_devices_section_and_sidebar_mesh(browser, tmp_path):
     # Lab copies this checkout's built extension ahead of the venv's copy (labserver.py)
     assert (BUILT / "package.json").exists() or (INSTALLED / "package.json").exists(), \
         "the extension is not built: run make setup"

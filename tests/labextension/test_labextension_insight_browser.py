@@ -14,14 +14,14 @@ import sys
 
 import pytest
 
-from labserver import CHROMIUM, CHROMIUM_ARGS, OUTPUT, Lab
+from labserver import CHROMIUM, OUTPUT, Lab, open_page
 
 REQUIRED = os.environ.get("REQUIRE_BROWSER_TESTS") == "1"
 if not REQUIRED:
     pytest.importorskip("playwright.sync_api")
     if not os.path.exists(CHROMIUM):
         pytest.skip("needs Debian chromium at /usr/bin/chromium (apt-get install chromium)", allow_module_level=True)
-from playwright.sync_api import Page, expect, sync_playwright  # noqa: E402
+from playwright.sync_api import Page, expect  # noqa: E402
 
 EXTENSION = pathlib.Path(sys.prefix) / "share" / "jupyter" / "labextensions" / "xlanb-lab"
 pytestmark = pytest.mark.timeout(240)
@@ -41,31 +41,8 @@ x = torch.ones(3, 4, device="xla")'''
 CELLS = [MODEL, "%%xla_compile --name fwd\ny = (model(x) + 1).sum()\ny"]
 
 
-@pytest.fixture
-def browser(request):
-    with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
-        try:
-            yield b
-            report = getattr(request.node, "rep_call", None)
-            if report is not None and report.failed:
-                OUTPUT.mkdir(parents=True, exist_ok=True)
-                for i, page in enumerate(p for c in b.contexts for p in c.pages):
-                    page.screenshot(path=str(OUTPUT / f"{request.node.name}-failure-{i}.png"))
-        finally:
-            b.close()
-
-
 def open_and_run(browser, lab: Lab) -> tuple[Page, list[str]]:
-    page = browser.new_page(viewport={"width": 1440, "height": 1100})
-    errors: list[str] = []
-    page.on("pageerror", lambda e: errors.append(f"pageerror: {e}"))
-    page.on("console", lambda m: errors.append(f"console: {m.text}") if m.type == "error" else None)
-    page.goto(lab.url)
-    page.wait_for_selector(".jp-Notebook .jp-Cell", timeout=90_000)
-    panel = "window.jupyterapp.shell.currentWidget"
-    page.wait_for_function(f"() => {panel} && {panel}.sessionContext && "
-                           f"{panel}.sessionContext.kernelDisplayStatus === 'idle'", timeout=90_000)
+    page, errors = open_page(browser, lab, height=1100)
     page.evaluate("() => window.jupyterapp.commands.execute('notebook:run-all-cells')")
     return page, errors
 

@@ -112,6 +112,13 @@ def test_renderer_mime_type_is_the_report_mime_type():
     assert f"export const REPORT_MIME = '{MIME_TYPE}';" in types
 
 
+def test_phase_mime_type_is_the_kernels():
+    from xlanb.notebook.progress import PHASE_MIME
+    assert f"export const PHASE_MIME = '{PHASE_MIME}';" in (EXT / "src" / "phase.ts").read_text()
+    mime = (EXT / "src" / "mime.ts").read_text()
+    assert "mimeTypes: [PHASE_MIME]" in mime and mime.count("defaultRank: -20") == 2
+
+
 def test_status_bar_never_says_idle():
     """JupyterLab tools (galata) find the kernel status by the word Idle in the status bar."""
     code = re.sub(r"/\*.*?\*/|//[^\n]*", "", (EXT / "src" / "status.ts").read_text(), flags=re.S)

@@ -13,14 +13,14 @@ import sys
 
 import pytest
 
-from labserver import CHROMIUM, CHROMIUM_ARGS, OUTPUT, Lab
+from labserver import CHROMIUM, OUTPUT, Lab
 
 REQUIRED = os.environ.get("REQUIRE_BROWSER_TESTS") == "1"
 if not REQUIRED:
     pytest.importorskip("playwright.sync_api")
     if not os.path.exists(CHROMIUM):
         pytest.skip("needs Debian chromium at /usr/bin/chromium (apt-get install chromium)", allow_module_level=True)
-from playwright.sync_api import expect, sync_playwright  # noqa: E402
+from playwright.sync_api import expect  # noqa: E402
 
 EXTENSION = pathlib.Path(sys.prefix) / "share" / "jupyter" / "labextensions" / "xlanb-lab"
 pytestmark = pytest.mark.timeout(240)
@@ -34,21 +34,6 @@ STEP = '''def step(a):
 compiled = torch.compile(step, backend="xlanb")
 y = compiled(x)
 xlanb.sync()'''
-
-
-@pytest.fixture
-def browser(request):
-    with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
-        try:
-            yield b
-            report = getattr(request.node, "rep_call", None)
-            if report is not None and report.failed:
-                OUTPUT.mkdir(parents=True, exist_ok=True)
-                for i, page in enumerate(p for c in b.contexts for p in c.pages):
-                    page.screenshot(path=str(OUTPUT / f"{request.node.name}-failure-{i}.png"))
-        finally:
-            b.close()
 
 
 def test_torch_compile_section_lists_graphs_and_the_graph_break(browser, tmp_path):

@@ -3,19 +3,22 @@
 import time
 
 from xlanb import events
-from xlanb.notebook.progress import CompileProgress
+from xlanb.notebook.progress import PHASE_MIME, CompileProgress
 
 
 class FakeDisplay:
     def __init__(self):
-        self.shown = []
+        self.shown = []         # the text/plain of each display and update
+        self.phases = []        # their PHASE_MIME JSON
 
     def __call__(self, bundle):
-        self.shown.append(bundle["text/plain"])
+        self.update(bundle)
         return self
 
     def update(self, bundle, raw=True):
+        assert set(bundle) == {"text/plain", "text/html", PHASE_MIME}
         self.shown.append(bundle["text/plain"])
+        self.phases.append(bundle[PHASE_MIME])
 
 
 def finished(name):
@@ -37,6 +40,13 @@ def test_a_long_compile_shows_a_line_and_finishes_it():
     progress.stop()
     assert display.shown[0].startswith("xlanb: compiling graph step (12 ops)...")
     assert display.shown[-1].startswith("xlanb: graph step (12 ops) compiled and launched in")
+    first, last = display.phases[0], display.phases[-1]
+    assert first == {"phase": "compiling", "graph": "step", "ops": 12, "seconds": first["seconds"], "done": False,
+                     "slow_after": None, "note": None}
+    assert last == {"phase": "compiling", "graph": "step", "ops": 12, "seconds": last["seconds"], "done": True,
+                    "slow_after": None, "note": None}
+    assert 0.05 <= first["seconds"] < last["seconds"] < 1.0
+    assert [p["done"] for p in display.phases].count(True) == 1
 
 
 def test_short_and_eager_compiles_show_nothing():
@@ -63,6 +73,13 @@ def test_a_slow_compile_says_so_and_how_to_interrupt():
     slow = [s for s in display.shown if "still compiling after 0.2 s" in s]
     assert slow and "Kernel > Interrupt" in slow[0] and "the pending graph stays pending" in slow[0]
     assert not any("still" in s for s in display.shown if s.startswith("xlanb: compiling graph big (600 ops)... 0.1"))
+    live = [p for p in display.phases if not p["done"]]
+    assert all(p["slow_after"] == 0.2 and p["ops"] == 600 and p["graph"] == "big" for p in live)
+    noted = [p for p in live if p["note"]]
+    assert noted and all(p["seconds"] >= 0.2 for p in noted)
+    assert noted[0]["note"] == slow[0].split("; ", 1)[1]                    # the text line's own words
+    assert all(p["note"] is None for p in live if p["seconds"] < 0.2)
+    assert display.phases[-1]["done"] and display.phases[-1]["note"] is None
 
 
 def test_phases_are_read_from_the_user_threads_stack(monkeypatch):
@@ -112,3 +129,20 @@ def test_a_long_run_on_the_device_shows_the_running_phase(monkeypatch):
     progress.stop()
     assert display.shown[0].startswith("xlanb: running graph step (40 ops)...")
     assert display.shown[-1].startswith("xlanb: graph step (40 ops) ran on the device for")
+    assert {(p["phase"], p["graph"], p["ops"], p["slow_after"], p["note"]) for p in display.phases} == {
+        ("running", "step", 40, None, None)}
+    assert [p["done"] for p in display.phases][-1] and not display.phases[0]["done"]
+
+
+def test_the_phase_json_is_plain_data_and_the_html_escapes_names():
+    """The JSON carries the graph name as given (the extension draws it with textContent)."""
+    import json
+
+    from xlanb.notebook.progress import INTERRUPT, bundle
+
+    data = bundle((0.0, "<b>x</b>", None, "lowering"), 2.345, slow=1.0)
+    assert json.loads(json.dumps(data[PHASE_MIME])) == {
+        "phase": "lowering", "graph": "<b>x</b>", "ops": None, "seconds": 2.35, "done": False, "slow_after": 1.0,
+        "note": f"still lowering after 1 s: {INTERRUPT}"}
+    assert "&lt;b&gt;x&lt;/b&gt;" in data["text/html"] and "<b>x</b>" not in data["text/html"]
+    assert bundle((0.0, "s", 3, "running"), 5.0, slow=1.0)[PHASE_MIME]["note"] is None    # only compiles are slow

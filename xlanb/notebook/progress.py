@@ -4,7 +4,9 @@ Compiles and waits run on the user's thread, so a watcher thread (started per ce
 that thread's stack every 0.1 s to tell the phase: lowering (`executor.lower_graph`),
 compiling (`Lowered.compile`), or running on the device (blocked in a wait or a download of a
 launched graph). Once a phase has lasted `after` seconds it shows one line with the phase, the
-graph's name and size and the elapsed time, updates it, and finishes it with the total. A
+graph's name and size and the elapsed time, updates it, and finishes it with the total. The line
+also carries the phase as JSON (PHASE_MIME): the JupyterLab extension draws it in the cell and
+shows it in the status bar. A
 compile still running after `slow` seconds (config `slow_compile`) says so, and how to interrupt
 it: the pending graph stays pending and the kernel usable. Short phases show nothing.
 """
@@ -130,22 +132,36 @@ class CompileProgress:
             handle.update(bundle(shown, time.monotonic() - shown[0], done=True), raw=True)
 
 
+PHASE_MIME = "application/vnd.xlanb.phase+json"
+
+
 def bundle(current: tuple, seconds: float, done: bool = False, slow: float | None = None) -> dict:
+    """The display bundle of one phase line: text/plain, text/html, and the phase as JSON
+    (PHASE_MIME, docs/report-schema.md) for the JupyterLab extension's renderer and status bar."""
     _, name, ops = current[:3]
     phase = current[3] if len(current) > 3 else "compiling"
     size = f" ({ops} ops)" if ops is not None else ""
     if done:
         verb = "ran on the device for" if phase == "running" else "compiled and launched in"
         text = f"xlanb: graph {name}{size} {verb} {seconds:.1f} s"
-        return {"text/plain": text, "text/html": f"<div><b>xlanb</b> {html.escape(text[7:])}</div>"}
+        return {"text/plain": text, "text/html": f"<div><b>xlanb</b> {html.escape(text[7:])}</div>",
+                PHASE_MIME: phase_json(phase, name, ops, seconds, True, None, None)}
     words = {"lowering": "lowering", "compiling": "compiling", "running": "running"}[phase]
     text = f"xlanb: {words} graph {name}{size}... {seconds:.1f} s"
     note = ""
-    if phase != "running" and slow is not None and seconds >= slow:
+    slow = slow if phase != "running" else None
+    if slow is not None and seconds >= slow:
         note = f"still {words} after {slow:g} s: {INTERRUPT}"
         text += f"; {note}"
     return {"text/plain": text,
             "text/html": f'<div class="xlanb-phase" data-phase="{phase}"><b>xlanb</b> {words} graph '
                          f'<code>{html.escape(name)}</code>{html.escape(size)} '
                          f'<progress style="vertical-align:middle;width:8em"></progress> {seconds:.1f} s'
-                         + (f"<br><b>{html.escape(note)}</b>" if note else "") + "</div>"}
+                         + (f"<br><b>{html.escape(note)}</b>" if note else "") + "</div>",
+            PHASE_MIME: phase_json(phase, name, ops, seconds, False, slow, note or None)}
+
+
+def phase_json(phase: str, graph: str, ops: int | None, seconds: float, done: bool, slow_after: float | None,
+               note: str | None) -> dict:
+    return {"phase": phase, "graph": graph, "ops": ops, "seconds": round(seconds, 2), "done": done,
+            "slow_after": slow_after, "note": note}

@@ -44,7 +44,7 @@ class Figure:
     (`get(system, metric)`)."""
     id: str
     label: str
-    unit: str                                # "s", "MiB", "B", "n" (count) or "x" (a ratio)
+    unit: str                                # "s", "MiB", "B", "n" (count), "x" (a ratio) or "%" (a share)
     xlanb: str | Callable | None = None
     jax: str | Callable | None = None
     torch: str | Callable | None = None
@@ -225,6 +225,8 @@ def fmt(v: float, unit: str) -> str:
         return f"{v / 1024:.0f} KiB"
     if unit == "n":
         return f"{v:g}"
+    if unit == "%":
+        return f"{v * 100:.2f}%"
     return f"{v:.2f}x"
 
 

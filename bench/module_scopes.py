@@ -29,7 +29,7 @@ from common import emit, median, perf  # noqa: E402
 from figures import Figure, at_most  # noqa: E402
 
 SETTINGS = ("off", "modules", "notebook")
-STEPS = {"W3": 60, "W4": 4}
+STEPS = {"W3": 60, "W4": 6}
 
 
 def _scope(setting: str):
@@ -142,7 +142,7 @@ def main():
 # bench/run.py: the job of one round (it alternates the settings itself) and the figures of the table
 SCRIPT = "module_scopes.py"
 JOBS = [("xlanb", "scopes", "scopes")]
-ARGS = ["--rounds", "3", "--emit"]
+ARGS = ["--rounds", "4", "--emit"]
 FIGURES = [
     Figure(f"scopes.{w}.{s}_{kind}", f"{w} steady {'step' if kind == 'step' else 'host CPU time'}, "
            f"{'module scopes' if s == 'modules' else 'module scopes + source lines (the notebook)'} / none",

@@ -77,8 +77,9 @@ def _in_scope_code(body, n: int) -> float:
             finally:
                 spent[0] += perf() - t
         return call
-    real = scopes._pre, scopes._post, scopes.backward_scope
-    scopes._pre, scopes._post, scopes.backward_scope = map(timed, real)
+    registered, real = list(scopes._hook_functions), scopes.backward_scope
+    scopes._hook_functions[:] = [timed(f) for f in registered]
+    scopes.backward_scope = timed(real)
     try:
         with hooks.recording_modules():
             for _ in range(n):
@@ -86,7 +87,8 @@ def _in_scope_code(body, n: int) -> float:
                 xlanb.sync()
                 xlanb.wait()
     finally:
-        scopes._pre, scopes._post, scopes.backward_scope = real
+        scopes._hook_functions[:] = registered
+        scopes.backward_scope = real
     return spent[0] / n
 
 

@@ -92,3 +92,28 @@ def test_cache_size_1_from_the_environment(tmp_path):
     out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env, timeout=300)
     assert out.returncode == 0, out.stderr[-3000:]
     assert "compiles 4" in out.stdout          # each call compiled again: evicted, never an error
+
+
+def test_module_scopes_do_not_break_a_compiled_module():
+    """The notebook records module scopes with global module hooks; dynamo traces a module call
+    through them. A compiled model is still one FX graph with no graph break, equals CPU, says
+    nothing about global hooks, and the scope hooks still name modules outside torch.compile."""
+    import warnings
+
+    torch.manual_seed(0)
+    model, x = mlp(), torch.randn(4, 20)
+    dev = copy.deepcopy(model).to("xla")
+    with hooks.recording_modules(), warnings.catch_warnings(record=True) as caught:
+        compiled = torch.compile(dev, backend="xlanb")
+        mark = hooks.mark()
+        out = compiled(x.to("xla"))
+        found = hooks.since(mark)
+        assert len(of_type(found, events.DynamoGraph)) == 1 and of_type(found, events.DynamoBreak) == []
+        torch.testing.assert_close(out.cpu(), model(x))
+        with hooks.recording_texts():
+            mark = hooks.mark()
+            y = dev(x.to("xla")).sum()
+            xlanb.sync()
+        (compile_event,) = of_type(hooks.since(mark), events.Compile)
+    assert not [w for w in caught if "global hooks" in str(w.message)]
+    assert "0" in {line.scope for line in compile_event.ir if not line.is_input}     # mlp's first Linear

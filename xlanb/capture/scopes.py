@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import bisect
 import contextlib
+import warnings
 
 import torch
 from torch.nn.modules import module as _nn_module
@@ -117,11 +118,48 @@ def backward_scope():
     return _rt.module_hooks[2].path(node._sequence_nr())
 
 
+def _pre_outside_dynamo(module, args) -> None:
+    if _is_compiling():      # dynamo tracing a module call: the FX graph is one node, scoped outside
+        return
+    _pre(module, args)
+
+
+def _post_outside_dynamo(module, args, output) -> None:
+    if _is_compiling():
+        return
+    _post(module, args, output)
+
+
+_is_compiling = torch.compiler.is_compiling
+_hook_functions = [_pre, _post]      # what _install registers
+
+
+def let_dynamo_trace(traceable) -> None:
+    """Called when the torch.compile backend is registered (dynamo is imported then). dynamo
+    traces a module call through the global hooks, and xlanb's files are on its skip list, so a
+    scope hook would break every graph at its first module. `traceable(fn)` (dynamo/_torch_hooks)
+    makes a copy of fn that dynamo may trace: the hooks become two thin ones that return at once
+    while it traces."""
+    if _hook_functions[0] is not _pre:
+        return
+    _hook_functions[:] = [traceable(_pre_outside_dynamo), traceable(_post_outside_dynamo)]
+    hooks = _rt.module_hooks
+    if hooks[1] is not None:          # a scope is open: register the new pair in the old one's place
+        for handle in hooks[1]:
+            handle.remove()
+        hooks[1] = (_nn_module.register_module_forward_pre_hook(_hook_functions[0]),
+                    _nn_module.register_module_forward_hook(_hook_functions[1]))
+
+
 def _install() -> None:
     hooks = _rt.module_hooks
+    # torch.compile(module) warns that global hooks fire once more for its OptimizedModule: for the
+    # scopes that is one more push and pop (the compiled graph is one node), nothing to warn about
+    warnings.filterwarnings("ignore", message=r"Using `torch\.compile\(module\)` when there are global hooks",
+                            category=UserWarning)
     if hooks[1] is None:
-        hooks[1] = (_nn_module.register_module_forward_pre_hook(_pre),
-                    _nn_module.register_module_forward_hook(_post))
+        hooks[1] = (_nn_module.register_module_forward_pre_hook(_hook_functions[0]),
+                    _nn_module.register_module_forward_hook(_hook_functions[1]))
         hooks[2] = Segments()
         _rt.module_scope = backward_scope
 

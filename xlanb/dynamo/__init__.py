@@ -46,11 +46,13 @@ def register():
     Raises DynamoHookMissing, naming what is missing, on a torch without the private hooks."""
     if _backend:
         return _backend[0]
+    from xlanb.capture import scopes
     from xlanb.capture.tensor import LazyTensor
     from xlanb.dynamo import _torch_hooks
     from xlanb.dynamo.backend import make_backend
     from xlanb.dynamo.breaks import install_listeners
     _torch_hooks.install(LazyTensor, _is_xla, _xla_lr, SKIPPED)
+    _torch_hooks.trace_module_scopes(scopes.let_dynamo_trace)
     LazyTensor.__coerce_same_metadata_as_tangent__ = _coerce_same_metadata_as_tangent
     from torch._dynamo.backends.registry import _COMPILER_FNS, register_backend
     fn = make_backend()

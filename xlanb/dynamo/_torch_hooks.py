@@ -118,6 +118,20 @@ def install(lazy_tensor_type, is_xla, make_lr, packages: tuple[str, ...]) -> Non
     _installed[0] = True
 
 
+def trace_module_scopes(let_dynamo_trace) -> None:
+    """Module scopes' global hooks, seen by dynamo while it traces a module call, become two thin
+    functions that return at once when dynamo traces them. xlanb's files are on dynamo's skip
+    list, so the thin functions' code is marked as coming from outside them (a `co_filename` of
+    its own): dynamo inlines them, where `torch._dynamo.dont_skip_tracing` would cost a config
+    patch (about 6 us) on every module call outside dynamo too."""
+    import types
+
+    def traceable(fn):
+        code = fn.__code__.replace(co_filename=f"<xlanb {fn.__module__}.{fn.__name__}>")
+        return types.FunctionType(code, fn.__globals__, fn.__name__, fn.__defaults__, fn.__closure__)
+    let_dynamo_trace(traceable)
+
+
 # What dynamo reports, read where it puts it (optional: on a torch where these moved, the
 # compiled code still runs; only the DynamoBreak events are missing) ------------------------
 

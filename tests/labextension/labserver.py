@@ -60,6 +60,19 @@ def _descendants(pid: int) -> list[int]:
     return out
 
 
+def playwright_or_skip():
+    """playwright.sync_api, or a skip of the calling test module when playwright or Debian chromium
+    is missing, unless REQUIRE_BROWSER_TESTS=1 (.ci/run sets it: there a missing browser fails)."""
+    import pytest
+    if os.environ.get("REQUIRE_BROWSER_TESTS") != "1":
+        pytest.importorskip("playwright.sync_api")
+        if not os.path.exists(CHROMIUM):
+            pytest.skip("needs Debian chromium at /usr/bin/chromium (apt-get install chromium)",
+                        allow_module_level=True)
+    from playwright import sync_api
+    return sync_api
+
+
 def open_page(browser, lab: "Lab", width: int = 1440, height: int = 1000):
     """A page on lab.url once the notebook's kernel is ready, in JupyterLab or Notebook 7 (both
     expose the app as window.jupyterapp); returns (page, errors): page errors and console errors."""

@@ -3,20 +3,15 @@ a kernel with 8 CPU devices runs a sharded matmul; the report shows each input's
 all-reduce, and the XLA sidebar shows the 2x4 mesh. The extension built in this checkout
 (xlanb/labextension/) is used when present, else the one installed in the venv."""
 
-import os
 import pathlib
 import sys
 
 import pytest
 
-from labserver import CHROMIUM, Lab
+from labserver import Lab, playwright_or_skip
 
-REQUIRED = os.environ.get("REQUIRE_BROWSER_TESTS") == "1"
-if not REQUIRED:
-    pytest.importorskip("playwright.sync_api")
-    if not os.path.exists(CHROMIUM):
-        pytest.skip("needs Debian chromium at /usr/bin/chromium (apt-get install chromium)", allow_module_level=True)
-from playwright.sync_api import expect  # noqa: E402
+sync_api = playwright_or_skip()
+expect = sync_api.expect
 
 from test_labextension_browser import open_notebook, run_all, shot, xlanb_errors  # noqa: E402
 

@@ -7,21 +7,17 @@ Skipped when /usr/bin/chromium or playwright is missing, unless REQUIRE_BROWSER_
 """
 
 import dataclasses
-import os
 import pathlib
 import re
 import sys
 
 import pytest
 
-from labserver import CHROMIUM, OUTPUT, Lab, open_page
+from labserver import Lab, OUTPUT, open_page, playwright_or_skip
 
-REQUIRED = os.environ.get("REQUIRE_BROWSER_TESTS") == "1"
-if not REQUIRED:
-    pytest.importorskip("playwright.sync_api")
-    if not os.path.exists(CHROMIUM):
-        pytest.skip("needs Debian chromium at /usr/bin/chromium (apt-get install chromium)", allow_module_level=True)
-from playwright.sync_api import Page, expect  # noqa: E402
+sync_api = playwright_or_skip()
+Page = sync_api.Page
+expect = sync_api.expect
 
 EXTENSION = pathlib.Path(sys.prefix) / "share" / "jupyter" / "labextensions" / "xlanb-lab"
 pytestmark = pytest.mark.timeout(240)

@@ -7,21 +7,16 @@ cell keeps one line with the total and the status bar goes back to the mode. Scr
 Skipped when /usr/bin/chromium or playwright is missing, unless REQUIRE_BROWSER_TESTS=1 (.ci/run).
 """
 
-import os
 import pathlib
 import re
 import shutil
 
 import pytest
 
-from labserver import CHROMIUM, OUTPUT, Lab, open_page
+from labserver import Lab, OUTPUT, open_page, playwright_or_skip
 
-REQUIRED = os.environ.get("REQUIRE_BROWSER_TESTS") == "1"
-if not REQUIRED:
-    pytest.importorskip("playwright.sync_api")
-    if not os.path.exists(CHROMIUM):
-        pytest.skip("needs Debian chromium at /usr/bin/chromium (apt-get install chromium)", allow_module_level=True)
-from playwright.sync_api import expect  # noqa: E402
+sync_api = playwright_or_skip()
+expect = sync_api.expect
 
 BUILT = pathlib.Path(__file__).resolve().parents[2] / "xlanb" / "labextension"
 SCREENS = pathlib.Path("/tmp/phase_screens")

@@ -6,21 +6,16 @@ open because something broke. The screenshot goes to test-output/labextension/.
 Skipped when /usr/bin/chromium or playwright is missing, unless REQUIRE_BROWSER_TESTS=1 (.ci/run).
 """
 
-import os
 import pathlib
 import re
 import sys
 
 import pytest
 
-from labserver import CHROMIUM, OUTPUT, Lab
+from labserver import Lab, OUTPUT, open_page, playwright_or_skip
 
-REQUIRED = os.environ.get("REQUIRE_BROWSER_TESTS") == "1"
-if not REQUIRED:
-    pytest.importorskip("playwright.sync_api")
-    if not os.path.exists(CHROMIUM):
-        pytest.skip("needs Debian chromium at /usr/bin/chromium (apt-get install chromium)", allow_module_level=True)
-from playwright.sync_api import expect  # noqa: E402
+sync_api = playwright_or_skip()
+expect = sync_api.expect
 
 EXTENSION = pathlib.Path(sys.prefix) / "share" / "jupyter" / "labextensions" / "xlanb-lab"
 pytestmark = pytest.mark.timeout(240)
@@ -39,15 +34,7 @@ xlanb.sync()'''
 def test_torch_compile_section_lists_graphs_and_the_graph_break(browser, tmp_path):
     assert (EXTENSION / "package.json").exists(), f"the extension is not installed in {EXTENSION}: run make setup"
     with Lab(tmp_path, [SETUP, STEP], name="torch-compile") as lab:
-        page = browser.new_page(viewport={"width": 1440, "height": 1000})
-        errors: list[str] = []
-        page.on("pageerror", lambda e: errors.append(f"pageerror: {e}"))
-        page.on("console", lambda m: errors.append(f"console: {m.text}") if m.type == "error" else None)
-        page.goto(lab.url)
-        page.wait_for_selector(".jp-Notebook .jp-Cell", timeout=90_000)
-        panel = "window.jupyterapp.shell.currentWidget"
-        page.wait_for_function(f"() => {panel} && {panel}.sessionContext && "
-                               f"{panel}.sessionContext.kernelDisplayStatus === 'idle'", timeout=90_000)
+        page, errors = open_page(browser, lab)
         page.evaluate("() => window.jupyterapp.commands.execute('notebook:run-all-cells')")
 
         report = page.locator(".jp-OutputArea-output .xlanb-lab-report")

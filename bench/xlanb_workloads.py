@@ -77,11 +77,16 @@ def device_bytes(step) -> dict:
     return {f"device_{k}": memory.get(f"{k}_size_in_bytes", 0) for k in ("argument", "output", "temp", "alias")}
 
 
-def first_step(body, compiled: bool):
-    """(body, step, seconds of the first step): the training step, `xlanb.compile`d or lazy, where a
-    step is the body then `xlanb.sync(wait=True)`; the first one compiles."""
-    if compiled:
-        body = xlanb.compile(body, name="train_step")
+def xlanb_compiled(body):
+    return xlanb.compile(body, name="train_step")
+
+
+def first_step(body, wrap=None):
+    """(body, step, seconds of the first step): the training step, wrapped (`xlanb.compile`,
+    `torch.compile`) or lazy, where a step is the body then `xlanb.sync(wait=True)`; the first one
+    compiles."""
+    if wrap is not None:
+        body = wrap(body)
     xlanb.sync(wait=True)
 
     def step():
@@ -93,7 +98,7 @@ def first_step(body, compiled: bool):
 
 
 def w3(compiled: bool):
-    body, step, first = first_step(w3_setup("xla"), compiled)
+    body, step, first = first_step(w3_setup("xla"), xlanb_compiled if compiled else None)
     rss = {1: rss_bytes()}
     steps = 1000 if not compiled else W3_STEPS + 4
     times = []
@@ -120,7 +125,7 @@ def w3(compiled: bool):
 
 
 def w4(compiled: bool):
-    body, step, first = first_step(w4_setup("xla"), compiled)
+    body, step, first = first_step(w4_setup("xla"), xlanb_compiled if compiled else None)
     step()
     after_two = compiles()
     times = timeit(step, n=W4_STEPS, warmup=1)
@@ -153,15 +158,7 @@ def w1_torch_compile():
 
 def train_torch_compile(workload: str, body, steps: int):
     """A training step `body` (forward, backward, optimizer) compiled whole by torch.compile."""
-    compiled = torch_compiled(body)
-    xlanb.sync(wait=True)
-
-    def step():
-        compiled()
-        xlanb.sync(wait=True)
-    t0 = perf()
-    step()
-    first = perf() - t0
+    _, step, first = first_step(body, torch_compiled)
     step()
     after_two = compiles()
     runs = xlanb.metrics.metric_data("ExecuteTime")[0]

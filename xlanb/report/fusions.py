@@ -14,10 +14,9 @@ import re
 
 from xlanb.report.dag import short_op
 from xlanb.report.modules import scope_label
+from xlanb.runtime.fusion_cost import CALLS, computations
 
-_HEADER = re.compile(r"^(ENTRY )?%(\S+) \(.*\{\s*$")
 _INSTR = re.compile(r"^\s*(?:ROOT )?%(\S+) = (\([^=]*?\)|\S+) ([a-z][\w-]*)\(")
-_CALLS = re.compile(r"(?:calls|to_apply|body|condition|branch_computations)=\{?%([\w.-]+)")
 _OP_NAME = re.compile(r'op_name="([^"]*)"')
 _ORIGIN = re.compile(r"(?:^|/)[\w.:]+ %(\d+)(?: \[[^\]]*\])?(?: [^/ ]+:\d+)?(?=/|$)")
 _OP_ONLY = re.compile(r"(?:^|/)((?:aten|prims|xlanb)\.[\w.]+?)(?=/|$)")     # an origin without a position
@@ -72,23 +71,6 @@ class Fusion:
         return d
 
 
-def _computations(text: str) -> tuple[dict[str, list[str]], str | None]:
-    comps: dict[str, list[str]] = {}
-    entry, current = None, None
-    for line in text.splitlines():
-        m = _HEADER.match(line)
-        if m:
-            current = m.group(2)
-            comps[current] = []
-            if m.group(1):
-                entry = current
-        elif line.startswith("}"):
-            current = None
-        elif current is not None:
-            comps[current].append(line)
-    return comps, entry
-
-
 def _positions(line: str, names: list | None = None) -> list[int]:
     """Graph positions named in the instruction's op_name; `names` collects ATen op names of origins
     without one (an executable from JAX's disk cache, compiled by a version that did not name positions)."""
@@ -106,9 +88,9 @@ def _called(comps, name: str, seen: set, names: list) -> list[int]:
     if name in seen or name not in comps:
         return out
     seen.add(name)
-    for line in comps[name]:
+    for line in comps[name][1]:
         out += _positions(line, names)
-        for callee in _CALLS.findall(line):
+        for callee in CALLS.findall(line):
             out += _called(comps, callee, seen, names)
     return out
 
@@ -123,20 +105,20 @@ def fusions(optimized: str, lines, costs=()) -> tuple[Fusion, ...]:
     if not optimized:
         return ()
     cost_of = {c[0]: c[1:] for c in costs}
-    comps, entry = _computations(optimized)
+    comps, entry = computations(optimized)
     if entry is None:
         return ()
     by_index = {line.index: line for line in lines}
     scoped = any(line.scope is not None for line in lines if not line.is_input)   # module scopes recorded
     found = []
-    for line in comps[entry]:
+    for line in comps[entry][1]:
         m = _INSTR.match(line)
         if not m or m.group(3) not in LISTED:
             continue
         name, type_text, opcode = m.groups()
         unplaced: list[str] = []
         positions = _positions(line, unplaced)
-        for callee in _CALLS.findall(line):
+        for callee in CALLS.findall(line):
             positions += _called(comps, callee, set(), unplaced)
         nodes = tuple(sorted(set(p for p in positions if p in by_index)))
         kind = opcode

@@ -21,7 +21,7 @@ except (ImportError, AttributeError):      # a jaxlib without them: no per-fusio
 
 _HEADER = re.compile(r"^(ENTRY )?%(\S+) \((.*)\) -> (.*) \{\s*$")
 _FUSION = re.compile(r"^\s*(?:ROOT )?%(\S+) = (.*?) fusion\(.*\bkind=(k\w+)\b.*\bcalls=%([\w.-]+)")
-_CALLS = re.compile(r"(?:calls|to_apply|body|condition|branch_computations)=\{?%([\w.-]+)")
+CALLS = re.compile(r"(?:calls|to_apply|body|condition|branch_computations)=\{?%([\w.-]+)")
 _FRAME = re.compile(r",? stack_frame_id=\d+")         # refers to the whole module's frame table
 FIELDS = ("flops", "transcendentals", "bytes accessed")
 
@@ -42,8 +42,9 @@ def _top_level(text: str) -> list[str]:
     return parts
 
 
-def _computations(text: str) -> tuple[dict, str | None]:
-    """name -> (header match, body lines including the closing brace); and the entry's name."""
+def computations(text: str) -> tuple[dict, str | None]:
+    """An HLO module's text -> ({name: (header match, its lines, header and closing brace
+    included)}, the entry computation's name). report/fusions.py reads the same table."""
     comps, entry, current = {}, None, None
     for line in _FRAME.sub("", text).splitlines():
         m = _HEADER.match(line)
@@ -64,7 +65,7 @@ def _reachable(comps: dict, name: str, out: dict) -> None:
         return
     out[name] = None
     for line in comps[name][1]:
-        for callee in _CALLS.findall(line):
+        for callee in CALLS.findall(line):
             _reachable(comps, callee, out)
 
 
@@ -86,7 +87,7 @@ def fusion_costs(optimized: str, client, limit: int) -> tuple:
     `limit` fusions; () where this jaxlib cannot parse HLO text or analyse a module."""
     if _analyse is None or not optimized:
         return ()
-    comps, entry = _computations(optimized)
+    comps, entry = computations(optimized)
     if entry is None:
         return ()
     out = []

@@ -147,8 +147,12 @@ def let_dynamo_trace(traceable) -> None:
     if hooks[1] is not None:          # a scope is open: register the new pair in the old one's place
         for handle in hooks[1]:
             handle.remove()
-        hooks[1] = (_nn_module.register_module_forward_pre_hook(_hook_functions[0]),
-                    _nn_module.register_module_forward_hook(_hook_functions[1]))
+        hooks[1] = _register()
+
+
+def _register() -> tuple:
+    return (_nn_module.register_module_forward_pre_hook(_hook_functions[0]),
+            _nn_module.register_module_forward_hook(_hook_functions[1]))
 
 
 def _install() -> None:
@@ -158,8 +162,7 @@ def _install() -> None:
     warnings.filterwarnings("ignore", message=r"Using `torch\.compile\(module\)` when there are global hooks",
                             category=UserWarning)
     if hooks[1] is None:
-        hooks[1] = (_nn_module.register_module_forward_pre_hook(_hook_functions[0]),
-                    _nn_module.register_module_forward_hook(_hook_functions[1]))
+        hooks[1] = _register()
         hooks[2] = Segments()
         _rt.module_scope = backward_scope
 

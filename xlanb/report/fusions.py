@@ -14,7 +14,7 @@ import re
 
 from xlanb.report.dag import short_op
 from xlanb.report.modules import scope_label
-from xlanb.runtime.fusion_cost import CALLS, computations
+from xlanb.runtime.fusion_cost import CALLS, MAX_FUSIONS, computations
 
 _INSTR = re.compile(r"^\s*(?:ROOT )?%(\S+) = (\([^=]*?\)|\S+) ([a-z][\w-]*)\(")
 _OP_NAME = re.compile(r'op_name="([^"]*)"')
@@ -26,7 +26,6 @@ _SHAPE = re.compile(r"\b(pred|[suf]\d+|bf16|c64|c128|f8e4m3fn|f8e5m2)\[([\d,]*)\
 _BITS = {"pred": 8, "bf16": 16, "c64": 64, "c128": 128, "f8e4m3fn": 8, "f8e5m2": 8}
 LISTED = ("fusion", "custom-call", "dot", "convolution", "reduce", "sort", "scatter", "gather", "while",
           "conditional", "all-reduce", "fft", "triangular-solve", "cholesky")
-MAX_FUSIONS = 200
 
 
 def _bytes(type_text: str) -> int:

@@ -81,7 +81,7 @@ def compile_graph(graph: Graph, *, eager: bool, cause: str = "", frames=()) -> C
         note_stage(error, f"compiling {what} with XLA")
         raise
     done = time.perf_counter_ns()
-    texts = _texts(lowered, compiled) if _rt.want_texts or _rt.config.debug >= 4 else {}
+    texts = _texts(lowered, compiled, eager) if _rt.want_texts or _rt.config.debug >= 4 else {}
     emit(events.Compile(
         name=graph.name, key=compiled.digest, eager=eager, nodes=graph.compute_nodes,
         inputs=tuple(_info(n.meta) for n in graph.inputs),
@@ -95,15 +95,16 @@ def compile_graph(graph: Graph, *, eager: bool, cause: str = "", frames=()) -> C
     return compiled
 
 
-def _texts(lowered: Lowered, compiled: Compiled) -> dict:
-    """What a report shows of the stages, copied out as plain data."""
+def _texts(lowered: Lowered, compiled: Compiled, eager: bool) -> dict:
+    """What a report shows of the stages, copied out as plain data (per-fusion costs not for an
+    eager op: its one fusion is the op, and every new op shape would pay the analysis)."""
     cost = compiled.cost_analysis() or {}
     memory = compiled.memory_analysis() or {}
     optimized = compiled.as_text()
     return {
         "stablehlo": lowered.as_text(),
         "optimized": optimized,
-        "fusion_costs": compiled.fusion_costs(optimized) if cost else (),
+        "fusion_costs": compiled.fusion_costs(optimized) if cost and not eager else (),
         "cost": tuple((k, float(v)) for k, v in cost.items()
                       if isinstance(v, (int, float)) and not _COST_PART.search(k)),
         "memory": tuple((k, int(v)) for k, v in memory.items()),

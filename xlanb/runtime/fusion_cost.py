@@ -24,6 +24,7 @@ _FUSION = re.compile(r"^\s*(?:ROOT )?%(\S+) = (.*?) fusion\(.*\bkind=(k\w+)\b.*\
 CALLS = re.compile(r"(?:calls|to_apply|body|condition|branch_computations)=\{?%([\w.-]+)")
 _FRAME = re.compile(r",? stack_frame_id=\d+")         # refers to the whole module's frame table
 FIELDS = ("flops", "transcendentals", "bytes accessed")
+MAX_FUSIONS = 200                    # the report lists at most this many entry instructions
 
 
 def _top_level(text: str) -> list[str]:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import jax
 
-from xlanb.runtime.fusion_cost import fusion_costs
+from xlanb.runtime.fusion_cost import MAX_FUSIONS, fusion_costs
 
 _MEMORY_FIELDS = ("argument_size_in_bytes", "output_size_in_bytes", "temp_size_in_bytes", "alias_size_in_bytes",
                   "generated_code_size_in_bytes")
@@ -66,14 +66,14 @@ class Compiled:
             cost = cost[0] if cost else None
         return dict(cost) if cost else None
 
-    def fusion_costs(self, optimized: str | None = None, limit: int = 200) -> tuple:
-        """XLA's cost analysis of each of the first `limit` fusions (runtime/fusion_cost.py);
-        `optimized` is `as_text()` when the caller has it already."""
+    def fusion_costs(self, optimized: str) -> tuple:
+        """XLA's cost analysis of each fusion of `optimized` (this executable's `as_text()`), the
+        first MAX_FUSIONS of them (runtime/fusion_cost.py)."""
         try:
             client = self.executable.runtime_executable().client
         except Exception:   # as above
             return ()
-        return fusion_costs(optimized if optimized is not None else self.as_text(), client, limit)
+        return fusion_costs(optimized, client, MAX_FUSIONS)
 
     def memory_analysis(self) -> dict | None:
         try:

@@ -344,6 +344,31 @@ class LoaderWait(Event):
     ns: int
 
 
+@dataclasses.dataclass(frozen=True)
+class Replay(Event):
+    """A call of `xlanb.compile(fn, replay=True)` replayed: guards checked, the cached executable
+    launched on the current buffers, outputs rebound; `ns` is the whole call's host time."""
+    name: str
+    key: str
+    ns: int
+    donated: int = 0
+
+
+@dataclasses.dataclass(frozen=True)
+class ReplayMiss(Event):
+    """A replayed function's guard failed (or its retrace check found the body changed): the call
+    was traced instead; `reason` says which guard, with the old and new value."""
+    name: str
+    reason: str
+
+
+@dataclasses.dataclass(frozen=True)
+class NotReplayable(Event):
+    """A replayed function's traced calls cannot become a plan (said once per reason)."""
+    name: str
+    reason: str
+
+
 class EventLog:
     """An append-only, bounded log with synchronous listeners."""
 

@@ -69,6 +69,15 @@ def count_event(e: events.Event) -> None:
             _count("DynamoGraph")
             if e.path == "replay":
                 _count("DynamoGraphReplayed")
+        elif isinstance(e, events.Replay):
+            _count("ReplayHit")
+            _sample("ReplayTime", e.ns)
+            if e.donated:
+                _count("InputOutputAliasCount", e.donated)
+        elif isinstance(e, events.ReplayMiss):
+            _count("ReplayMiss")
+        elif isinstance(e, events.NotReplayable):
+            _count("ReplayNotReplayable")
         elif isinstance(e, events.DynamoBreak):
             _count("DynamoGraphBreak" if e.kind == "graph_break" else "DynamoRecompile")
 

@@ -133,14 +133,18 @@ class CompileScope:
 class _Compiler:
     """What `xlanb.compile(...)` returns without a function: a decorator and a context manager."""
 
-    def __init__(self, name, full_graph, max_different_graphs):
+    def __init__(self, name, full_graph, max_different_graphs, replay=False, retrace_every=None):
         self.name, self.full_graph, self.max_graphs = name, full_graph, max_different_graphs
+        self.replay, self.retrace_every = replay, retrace_every
         self._scope = None
 
     def __call__(self, f):
-        return _wrap(f, self.name, self.full_graph, self.max_graphs)
+        return _wrap(f, self.name, self.full_graph, self.max_graphs, self.replay, self.retrace_every)
 
     def __enter__(self):
+        if self.replay:
+            raise TypeError("xlanb.compile(replay=True) replays a function: use it as a decorator or "
+                            "xlanb.compile(step, replay=True), not as a `with` block")
         name = self.name or "compiled"
         detector = None
         if self.max_graphs is not None:
@@ -154,7 +158,7 @@ class _Compiler:
         return self._scope.__exit__(*exc)
 
 
-def _wrap(f, name, full_graph, max_graphs):
+def _wrap(f, name, full_graph, max_graphs, replay=False, retrace_every=None):
     graph_name = name or getattr(f, "__name__", "compiled")
     token = object()     # this function's key in runtime_state().detectors (reset() forgets its graphs)
 
@@ -166,6 +170,10 @@ def _wrap(f, name, full_graph, max_graphs):
             d = _rt.detectors[token] = Detector(max_graphs, graph_name)
         return d
 
+    if replay:
+        from xlanb.capture.replay import ReplayedFunction     # replay builds on CompileScope
+        return ReplayedFunction(f, graph_name, full_graph, detector, retrace_every)
+
     @functools.wraps(f)
     def compiled(*args, **kwargs):
         with CompileScope(graph_name, full_graph, detector()):
@@ -175,7 +183,7 @@ def _wrap(f, name, full_graph, max_graphs):
 
 
 def compile(f=None, *, name: str | None = None, full_graph: bool = False,
-            max_different_graphs: int | None = None):
+            max_different_graphs: int | None = None, replay: bool = False, retrace_every: int | None = None):
     """Runs `f` (or a `with` block) as one named graph, like torch_xla.compile.
 
     Decorator (`@xlanb.compile` or `@xlanb.compile(name=..., full_graph=True)`), wrapper
@@ -193,7 +201,7 @@ def compile(f=None, *, name: str | None = None, full_graph: bool = False,
         if max_different_graphs < 1:
             raise ValueError(f"max_different_graphs must be >= 1, got {max_different_graphs}")
     if f is None:
-        return _Compiler(name, full_graph, max_different_graphs)
+        return _Compiler(name, full_graph, max_different_graphs, replay, retrace_every)
     if not callable(f):
         raise TypeError(f"xlanb.compile expects a function, got {type(f).__name__}")
-    return _wrap(f, name, full_graph, max_different_graphs)
+    return _wrap(f, name, full_graph, max_different_graphs, replay, retrace_every)

@@ -59,13 +59,18 @@ def execute(roots: list[Node], *, name: str, eager: bool, cause: str, frames=(),
     if graph is None:
         graph = build_graph(roots, name)
     if donate:
-        overwritten = _rt.overwritten
-        positions = tuple(i for i, n in enumerate(graph.inputs) if n in overwritten)
-        if positions:
-            graph = graph.with_donation(positions)
+        graph = donating(graph)
     outs = executor.run_graph(graph, eager=eager, cause=cause, frames=frames)
     for root, buffer in zip(graph.roots, outs):
         root.release(buffer)
+
+
+def donating(graph):
+    """`graph` donating the buffers of its inputs that in-place writes overwrote (their old values
+    are read by this graph only)."""
+    overwritten = _rt.overwritten
+    positions = tuple(i for i, n in enumerate(graph.inputs) if n in overwritten)
+    return graph.with_donation(positions) if positions else graph
 
 
 def pending_roots(refs=None) -> list[Node]:

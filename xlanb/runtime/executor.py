@@ -127,6 +127,14 @@ def scalar_vectors(graph: Graph) -> list:
 @jax_entry
 def run_graph(graph: Graph, *, eager: bool, cause: str = "", frames=()) -> tuple:
     """Runs `graph` and returns one device array per root (launched, maybe not finished)."""
+    graph, compiled, cached = executable(graph, eager=eager, cause=cause, frames=frames)
+    return launch(compiled, graph.name, graph_args(graph, compiled), eager=eager, cached=cached,
+                  donated=len(graph.donate))
+
+
+def executable(graph: Graph, *, eager: bool, cause: str = "", frames=()) -> tuple[Graph, Compiled, bool]:
+    """The graph as it runs (inputs of a mesh placed on it), its executable from the cache or
+    compiled now, and whether it was cached."""
     cache = _rt.cache
     if graph.key.shardings:
         graph = partition.normalize_inputs(graph)
@@ -135,11 +143,16 @@ def run_graph(graph: Graph, *, eager: bool, cause: str = "", frames=()) -> tuple
     if compiled is None:
         compiled = compile_graph(graph, eager=eager, cause=cause, frames=frames)
         cache.put(graph.key, compiled)
+    return graph, compiled, cached
+
+
+def graph_args(graph: Graph, compiled: Compiled) -> list:
+    """What the executable is called with: the input buffers, then the lifted numbers' vectors."""
     args = [n.buffer for n in graph.inputs]
     args.extend(scalar_vectors(graph))
     if compiled.in_shardings is not None:
         args = partition.place_args(compiled.in_shardings, args)
-    return launch(compiled, graph.name, args, eager=eager, cached=cached, donated=len(graph.donate))
+    return args
 
 
 @jax_entry
@@ -155,6 +168,21 @@ def launch(compiled: Compiled, name: str, args: list, *, eager: bool, cached: bo
         raise
     emit(events.Execute(name=name, key=compiled.digest, eager=eager, ns=time.perf_counter_ns() - start,
                         cached=cached, donated=donated))
+    _track(outs)
+    return outs
+
+
+@jax_entry
+def call(compiled: Compiled, name: str, args: list) -> tuple:
+    """A replayed launch (capture/replay.py): the executable on `args`, tracked for wait(); the
+    caller emits one Replay event instead of Execute."""
+    try:
+        if _rt.faults:
+            _rt.fault("execution")
+        outs = compiled(*args)
+    except BaseException as error:
+        note_stage(error, f"replaying graph '{name}' on the device")
+        raise
     _track(outs)
     return outs
 

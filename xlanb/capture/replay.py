@@ -1,0 +1,310 @@
+"""Step replay: `xlanb.compile(fn, replay=True)`.
+
+The first calls of `fn` trace as `xlanb.compile` does, and each traced call is recorded in the
+terms replay needs (`capture/replay_trace.py`): where every graph input comes from (an argument,
+a tensor that existed before the call, a constant made inside), who holds every output (a tensor
+or storage that existed before, a fresh `.grad`, a returned tensor), and what the call read from
+Python (modules' training flags, optimizers' hyperparameters, scalar arguments, numbers in the
+function's globals and closure). Once two consecutive traced calls did the same thing, that record
+becomes the call's plan: later calls check the plan's guards, hand the current device buffers to
+the cached executable (asynchronously, donating what the traced sync donated), rebind the outputs
+and return, without running `fn`'s Python body, as CUDA Graphs and `jax.jit` do.
+
+A failed guard traces the call again (its graph is cached: no compile) and says why (a
+`ReplayMiss` event and counter); a trace that cannot be replayed says why once (`NotReplayable`).
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+
+import torch
+from torch.utils import _pytree as pytree
+
+from xlanb import events
+from xlanb.capture import realize
+from xlanb.capture.replay_trace import (ARG, GRAD, HOLDER, REBIND_STORAGE, REBIND_TENSOR, Trace, differs,
+                                        hyperparameters, python_values, trace_call)
+from xlanb.capture.tensor import LazyTensor, Storage, new_tensor, new_view, tensor_meta
+from xlanb.ir.node import data_node
+from xlanb.runtime import executor, partition
+from xlanb.state import emit, runtime_state
+
+_rt = runtime_state()
+
+
+class ReplayedFunction:
+    """What `xlanb.compile(fn, replay=True)` returns: call it as `fn`."""
+
+    def __init__(self, fn, name: str, full_graph: bool, detector, retrace_every: int | None):
+        self.fn, self.name, self.full_graph = fn, name, full_graph
+        self._detector = detector
+        self.retrace_every = retrace_every
+        self.graph_name = name
+        self.plan: Trace | None = None
+        self._last: Trace | None = None
+        self._reported: str | None = None      # the not-replayable reason said last (said once)
+        self.calls = self.traced = self.replayed = 0
+        self._since_trace = 0
+        try:
+            self.__wrapped__ = fn
+            self.__name__ = getattr(fn, "__name__", name)
+            self.__doc__ = getattr(fn, "__doc__", None)
+        except AttributeError:
+            pass
+
+    def __repr__(self) -> str:
+        state = "replaying" if self.plan is not None else "tracing"
+        return (f"<xlanb.compile(replay=True) '{self.name}': {state}, {self.calls} calls, "
+                f"{self.replayed} replayed>")
+
+    def __get__(self, obj, objtype=None):
+        """As a method decorator: bound per instance, one plan per instance."""
+        if obj is None:
+            return self
+        key = "_xlanb_replay_" + self.name
+        bound = obj.__dict__.get(key)
+        if bound is None:
+            bound = ReplayedFunction(self.fn.__get__(obj, objtype), self.name, self.full_graph,
+                                     self._detector, self.retrace_every)
+            obj.__dict__[key] = bound
+        return bound
+
+    def reset(self) -> None:
+        """Forgets the plan: the next two calls trace again."""
+        self.plan = self._last = None
+
+    # --- a call ----------------------------------------------------------------------
+    def __call__(self, *args, **kwargs):
+        self.calls += 1
+        plan = self.plan
+        if plan is not None:
+            if plan.cache is not _rt.cache:        # xlanb.reset() since the plan was made
+                self._miss("the runtime was reset (xlanb.reset())")
+            else:
+                self._since_trace += 1
+                if self.retrace_every and self._since_trace >= self.retrace_every:
+                    return self._check_by_tracing(args, kwargs)
+                why = guard(plan, args, kwargs)
+                if why is None:
+                    out = self._replay(plan, args, kwargs)
+                    if out is not _MISSED:
+                        return out
+                else:
+                    self._miss(why)
+        return self._trace(args, kwargs)
+
+    def _miss(self, why: str) -> None:
+        emit(events.ReplayMiss(name=self.name, reason=f"replay guard failed: {why}"))
+        self.plan = None
+        self._last = None
+
+    def _trace(self, args, kwargs):
+        self.traced += 1
+        self._since_trace = 0
+        out, trace = trace_call(self.fn, args, kwargs, self.name, self.full_graph, self._detector())
+        previous, self._last = self._last, trace
+        if trace.reason is None and previous is not None and previous.reason is None:
+            why = differs(previous, trace)
+            if why is None:
+                self.plan = trace
+                self._reported = None
+            else:
+                self._not_replayable(f"two calls did different things: {why}")
+        elif trace.reason is not None and previous is not None:
+            self._not_replayable(trace.reason)     # the first call (state being created) may differ
+        return out
+
+    def _not_replayable(self, reason: str) -> None:
+        if reason != self._reported:
+            self._reported = reason
+            emit(events.NotReplayable(name=self.name, reason=reason))
+
+    def _check_by_tracing(self, args, kwargs):
+        """retrace_every: run the body again and check it still does what the plan does."""
+        plan = self.plan
+        out = self._trace(args, kwargs)
+        trace = self._last
+        why = trace.reason or differs(plan, trace)
+        if why is not None:
+            emit(events.ReplayMiss(name=self.name, reason=f"retrace check: the body changed: {why}"))
+            self.plan = None
+        else:
+            self.plan = plan          # the same: keep the plan (and its uploaded scalars)
+        return out
+
+    # --- the replayed call -------------------------------------------------------------
+    def _replay(self, plan: Trace, args, kwargs):
+        start = time.perf_counter_ns()
+        if _rt.pending:            # pending inputs (a scheduler's lr.fill_, a pending batch): as xlanb.compile
+            previous = _rt.graph_name
+            _rt.graph_name = f"{self.name}_clear_pending"
+            try:
+                realize.sync(cause=f"xlanb.compile: pending work flushed before replaying '{self.name}'")
+            finally:
+                _rt.graph_name = previous
+        buffers, why = gather(plan, args, kwargs)
+        if buffers is None:
+            self._miss(why)
+            return _MISSED
+        if plan.in_shardings is not None:
+            buffers = partition.place_args(plan.in_shardings, buffers)
+        outs = executor.call(plan.compiled, self.name, buffers)
+        result = rebind(plan, outs)
+        self.replayed += 1
+        emit(events.Replay(name=self.name, key=plan.compiled.digest, ns=time.perf_counter_ns() - start,
+                           donated=len(plan.donate)))
+        return result
+
+
+_MISSED = object()
+
+
+def guard(plan: Trace, args, kwargs) -> str | None:
+    """None when the plan may run now; else the failed guard, in words."""
+    if _rt.eager is not plan.eager:
+        return f"eager mode {'on' if plan.eager else 'off'} -> {'on' if _rt.eager else 'off'}"
+    if _rt.compile_scope is not None:
+        return "called inside another compiled function (it runs inline there)"
+    if _rt.deferred:
+        return "an error raised inside backward is pending"
+    if torch.is_grad_enabled() is not plan.grad_mode:
+        return f"grad mode {'on' if plan.grad_mode else 'off'} -> {'on' if not plan.grad_mode else 'off'}"
+    if torch.is_autocast_enabled("cpu") is not plan.autocast or torch.is_autocast_enabled(
+            _rt.device.type) is not plan.autocast_xla:
+        return "autocast changed"
+    if _rt.rng is not plan.rng:
+        return "the random-number state was replaced (xlanb.reset(), or the first random op)"
+    if len(args) != len(plan.args) or (kwargs.keys() != plan.kwarg_names):
+        return "the arguments' count or names changed"
+    for i, (a, expected) in enumerate(zip(args, plan.args)):
+        why = _argument(a, expected)
+        if why is not None:
+            return f"argument {i} {why}"
+    for k, expected in plan.kwargs:
+        why = _argument(kwargs[k], expected)
+        if why is not None:
+            return f"argument {k}= {why}"
+    for module, flag in plan.training:
+        if module.training is not flag:
+            return f"{type(module).__name__}.training {flag} -> {module.training} (model.train()/eval())"
+    for opt, hyper in plan.hyper:
+        now = hyperparameters(opt)
+        if now != hyper:
+            return f"{type(opt).__name__} hyperparameters changed ({_first_change(hyper, now)})"
+    for holder_dict, key, value in plan.slots:
+        if holder_dict.get(key) is not value:
+            return f"parameter or buffer '{key}' was replaced"
+    for p, none in plan.grad_none:
+        if (p.grad is None) is not none:
+            return f".grad of a {tensor_meta(p).text} parameter {'is set' if none else 'is None'} now"
+    if plan.python:
+        now = python_values(plan.python_sources)
+        if now != plan.python:
+            return f"a Python value the body reads changed ({_first_change(plan.python, now)})"
+    return None
+
+
+def _argument(a, expected) -> str | None:
+    kind, value = expected
+    if kind == "tensor":
+        if type(a) is not LazyTensor:
+            return f"is {type(a).__name__}, not an xla tensor"
+        m = tensor_meta(a)
+        if m is not value:
+            if m.shape != value.shape:
+                return f"shape {value.shape} -> {m.shape}"
+            if m.dtype != value.dtype:
+                return f"dtype {value.dtype} -> {m.dtype}".replace("torch.", "")
+            return f"strides {value.strides} -> {m.strides}"
+        return None
+    if kind == "value":
+        if type(a) is not type(value) or not (a == value or (a != a and value != value)):
+            return f"{value!r} -> {a!r} (a Python value is part of the plan)"
+        return None
+    if a is not value:
+        return f"is another {type(a).__name__} object"
+    return None
+
+
+def _first_change(before, after) -> str:
+    flat_b, flat_a = _flat(before), _flat(after)
+    for x, y in zip(flat_b, flat_a):
+        if x != y:
+            return f"{x[0]} {x[1]!r} -> {y[1]!r}" if type(x) is tuple and len(x) == 2 else f"{x!r} -> {y!r}"
+    return f"{len(flat_b)} -> {len(flat_a)} entries"
+
+
+def _flat(x) -> list:
+    if type(x) is tuple and not (len(x) == 2 and type(x[0]) is str):
+        return [y for z in x for y in _flat(z)]
+    return [x]
+
+
+def gather(plan: Trace, args, kwargs):
+    """The current buffers of the plan's inputs (and its scalars), or (None, why)."""
+    buffers = []
+    for kind, source, meta in plan.sources:
+        if kind == HOLDER:
+            n = source._node if type(source) is LazyTensor else source.node
+            if n is None:
+                return None, "a tensor the step reads became a view's base since the plan was made"
+        elif kind == ARG:
+            a = args[source] if type(source) is int else kwargs[source]
+            n = a._node
+            if n is None:
+                n = a._storage.node
+        else:
+            buffers.append(source)
+            continue
+        if n.meta is not meta:
+            return None, f"an input changed to {n.meta.text} (was {meta.text})"
+        b = n.buffer
+        if b is None:
+            return None, "an input is still pending"
+        buffers.append(b)
+    for t in plan.view_users:     # their memo (a cache, stale once the version moves) holds the old base
+        t._view_node = None
+        t._view_version = -1
+    for i in plan.donate:
+        kind, source, meta = plan.sources[i]
+        if kind == HOLDER:
+            n = source._node if type(source) is LazyTensor else source.node
+            if sys.getrefcount(n) > HOLDER_REFS:
+                return None, f"a donated input ({meta.text}) is shared with another live tensor"
+        elif kind == ARG:
+            return None, "an argument's buffer would be donated"
+    buffers.extend(plan.scalar_args)
+    return buffers, None
+
+
+HOLDER_REFS = 3      # the holder's slot, the local `n` and getrefcount's argument
+
+
+def rebind(plan: Trace, outs):
+    """The launched outputs into the plan's holders; the call's return value."""
+    leaves = list(plan.return_leaves)
+    for (bindings, meta), buffer in zip(plan.outputs, outs):
+        node = data_node(buffer, meta)
+        for binding in bindings:
+            kind = binding[0]
+            if kind == REBIND_STORAGE:
+                s = binding[1]
+                s.node = node
+                s.version += 1
+            elif kind == REBIND_TENSOR:
+                binding[1]._node = node
+            else:                                      # FRESH: a new tensor, or a storage and its views
+                _, aliased, places = binding
+                storage = Storage(node) if aliased else None
+                for chain, tmeta, place in places:
+                    t = new_view(storage, chain, tmeta) if aliased else new_tensor(node, tmeta)
+                    if place[0] == GRAD:
+                        place[1].grad = t
+                    else:
+                        leaves[place[1]] = t
+    if plan.return_spec is None:
+        return leaves[0] if leaves else None
+    return pytree.tree_unflatten(leaves, plan.return_spec)
+

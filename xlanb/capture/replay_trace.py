@@ -1,0 +1,455 @@
+"""One traced call of a replayed function, recorded in the terms replay needs (capture/replay.py).
+
+The call runs as `xlanb.compile` runs it (a CompileScope: pending work flushed first, the body
+lazy), with three things added, all paid on traced calls only:
+- before the body, one walk of the heap (`gc.get_objects`) lists every live xla tensor and
+  storage, so each graph input can be traced back to the tensor that held it when the call
+  started (a parameter, optimizer state, an argument), and each output to who holds it after;
+- while the body runs, global module and optimizer hooks note which modules and optimizers it
+  uses (their training flags and hyperparameters become guards), and an event listener notes
+  what makes a body not replayable (a value read, a graph cut, a CPU fallback);
+- the exit sync is done here, so that the graph, its executable and the holder of each output
+  are kept.
+"""
+
+from __future__ import annotations
+
+import gc
+import sys
+
+import jax
+import numpy as np
+import torch
+from torch.optim.optimizer import register_optimizer_step_pre_hook
+from torch.utils import _pytree as pytree
+
+from xlanb import events
+from xlanb.capture import realize
+from xlanb.capture.frames import user_frames
+from xlanb.capture.modes import CompileScope
+from xlanb.capture.tensor import LazyTensor, Storage, holder_node, tensor_meta
+from xlanb.ir.graph import build_graph
+from xlanb.lower.registry import has_rule
+from xlanb.runtime import executor
+from xlanb.state import emit, runtime_state
+
+_rt = runtime_state()
+
+ARG, HOLDER, CONST = 0, 1, 2                         # where a graph input comes from
+REBIND_TENSOR, REBIND_STORAGE, FRESH = 0, 1, 2       # who holds a graph output
+RETURN, GRAD = "return", "grad"                      # where a fresh output tensor goes
+_PLAIN = (int, float, bool, str, type(None))
+
+
+class Trace:
+    """What one traced call read and wrote. `reason` is None when it can become a plan."""
+
+    def __init__(self):
+        self.reason: str | None = None
+        self.python = ()
+        self.python_sources = None
+        self.training = self.hyper = self.slots = self.grad_none = ()
+        self.sources: list = []
+        self.outputs: list = []
+        self.view_users = ()
+        self.donate = ()
+        self.key = None
+        self.compiled = None
+        self.in_shardings = None
+        self.scalar_args: list = []
+        self.scalar_values = ()
+        self.const_values: list = []
+        self.return_leaves = ()
+        self.return_spec = None
+
+    def fail(self, reason: str) -> None:
+        if self.reason is None:
+            self.reason = reason
+
+
+def trace_call(fn, args, kwargs, name: str, full_graph: bool, detector):
+    """Runs `fn` as `xlanb.compile` does; returns (its result, the Trace)."""
+    trace = Trace()
+    if _rt.compile_scope is not None:          # nested: inline in the outer graph, as xlanb.compile does
+        trace.fail("called inside another compiled function")
+        return fn(*args, **kwargs), trace
+    _state(trace, args, kwargs, fn)
+    scope = CompileScope(name, full_graph, detector)
+    scope.__enter__()
+    watcher = _Watcher(trace)
+    try:
+        before = _Heap()
+        arg_nodes = _arg_nodes(args, kwargs)
+        _rt.subscribe(watcher.event)
+        hooks = (torch.nn.modules.module.register_module_forward_pre_hook(watcher.module),
+                 register_optimizer_step_pre_hook(watcher.optimizer))
+        engine = _count_backward(watcher)
+        try:
+            out = fn(*args, **kwargs)
+        except BaseException:
+            scope.__exit__(*sys.exc_info())
+            raise
+        finally:
+            for h in hooks:
+                h.remove()
+            _rt.unsubscribe(watcher.event)
+            if engine is not None:
+                torch.autograd._engine_run_backward = engine
+        if scope.detector is not None:
+            _rt.observer = None
+            scope.detector.end()
+        _rt.allow_execution = True
+        _guards(trace, watcher, fn, args, kwargs)
+        _sync(trace, name, out, before, arg_nodes, watcher.backward != 0)
+    finally:
+        scope._restore()
+    return out, trace
+
+
+def _count_backward(watcher: "_Watcher"):
+    """Counts backward passes run by the body (torch.autograd's one entry into the engine, which
+    backward() and autograd.grad() both call); returns the original to put back (None: this
+    torch has no such entry, and returned tensors are not checked)."""
+    original = getattr(torch.autograd, "_engine_run_backward", None)
+    if original is None:
+        watcher.backward = None
+        return None
+
+    def counted(*args, **kwargs):
+        watcher.backward += 1
+        return original(*args, **kwargs)
+    torch.autograd._engine_run_backward = counted
+    return original
+
+
+def _state(trace: Trace, args, kwargs, fn) -> None:
+    """The call's state outside the graph: modes, the RNG storage, the arguments."""
+    trace.eager = _rt.eager
+    trace.grad_mode = torch.is_grad_enabled()
+    trace.autocast = torch.is_autocast_enabled("cpu")
+    trace.autocast_xla = torch.is_autocast_enabled(_rt.device.type)
+    trace.cache = _rt.cache
+    trace.args = tuple(_expect(a) for a in args)
+    trace.kwarg_names = frozenset(kwargs)
+    trace.kwargs = tuple((k, _expect(v)) for k, v in kwargs.items())
+    for i, (kind, value) in enumerate(trace.args + tuple(e for _, e in trace.kwargs)):
+        if kind == "object" and isinstance(value, (list, tuple, dict)) and _has_tensor(value):
+            trace.fail(f"argument {i} is a {type(value).__name__} holding tensors: pass tensors as arguments")
+    trace.python_sources = python_sources(fn)
+    trace.python = python_values(trace.python_sources)
+
+
+def _expect(a) -> tuple:
+    if type(a) is LazyTensor:
+        return ("tensor", tensor_meta(a))
+    if type(a) in _PLAIN:
+        return ("value", a)
+    return ("object", a)
+
+
+def _has_tensor(x) -> bool:
+    return any(isinstance(leaf, torch.Tensor) for leaf in pytree.tree_leaves(x))
+
+
+def _arg_nodes(args, kwargs) -> dict:
+    """Argument tensors' base nodes (after the flush) -> their position or keyword."""
+    found = {}
+    for i, a in enumerate(args):
+        if type(a) is LazyTensor:
+            found.setdefault(holder_node(a), i)
+    for k, a in kwargs.items():
+        if type(a) is LazyTensor:
+            found.setdefault(holder_node(a), k)
+    return found
+
+
+class _Heap:
+    """Every live xla tensor and storage when the body starts (strong references, so ids stay valid
+    while the call is recorded)."""
+
+    def __init__(self):
+        tensors, storages = [], []
+        for o in gc.get_objects():
+            t = type(o)
+            if t is LazyTensor:
+                tensors.append(o)
+            elif t is Storage:
+                storages.append(o)
+        self.tensors, self.storages = tensors, storages
+        self.ids = {id(o) for o in tensors}
+        self.ids.update(id(o) for o in storages)
+        self.holder: dict = {}        # computed node -> the holder that held it
+        for s in storages:
+            self.holder.setdefault(s.node, s)
+        for t in tensors:
+            if t._node is not None:
+                self.holder.setdefault(t._node, t)
+        self.params = [t for t in tensors if t.requires_grad and t.grad_fn is None]
+        self.grads = {id(p): p.grad for p in self.params}
+        self.views = [t for t in tensors if t._node is None and t._views]
+
+
+class _Watcher:
+    """Notes, while the body runs, the modules and optimizers it uses and what it must not do."""
+
+    def __init__(self, trace: Trace):
+        self.trace = trace
+        self.modules: dict = {}
+        self.optimizers: dict = {}
+        self.backward = 0          # backward passes the body ran (None: not counted)
+
+    def event(self, e) -> None:
+        t = type(e)
+        if t is events.Sync and e.kind in ("value", "mark_step") and e.roots:
+            where = f" at {e.frames[0].filename}:{e.frames[0].lineno}" if e.frames else ""
+            what = "a value read" if e.kind == "value" else "xlanb.sync()"
+            self.trace.fail(f"{what} inside the body cuts its graph ({e.cause}{where})")
+        elif t is events.Transfer and e.direction == "from_device":
+            self.trace.fail("a value is read back to the host inside the body")
+        elif t is events.GraphCut:
+            self.trace.fail(f"the data-dependent op {e.op} cuts the graph")
+
+    def module(self, module, inputs) -> None:
+        self.modules.setdefault(id(module), module)
+
+    def optimizer(self, opt, args, kwargs) -> None:
+        """Optimizer state on the device (capturable) and a tensor learning rate, as the
+        torch.compile backend sets them: a CPU step counter would be read back each step, and a
+        scheduler's new float each step would make every call's graph differ."""
+        self.optimizers.setdefault(id(opt), opt)
+        for group in opt.param_groups:
+            params = group.get("params", [])
+            if "capturable" not in group or not params or any(type(p) is not LazyTensor for p in params):
+                continue
+            if all(p not in opt.state for p in params):
+                group["capturable"] = True
+            if group["capturable"] and type(group.get("lr")) is float:
+                group["lr"] = torch.tensor(group["lr"], dtype=torch.float32, device=_rt.device)
+
+
+def hyperparameters(opt) -> tuple:
+    """An optimizer's Python-valued hyperparameters (a float lr is part of the graph)."""
+    return tuple(tuple((k, v) for k, v in g.items() if k != "params" and not isinstance(v, torch.Tensor))
+                 for g in opt.param_groups)
+
+
+def python_sources(fn) -> tuple:
+    """The plain Python values the body can read by name: its globals (those its code names) and
+    closure cells that hold numbers, strings, bools or None."""
+    f = getattr(fn, "__func__", fn)
+    code = getattr(f, "__code__", None)
+    if code is None:
+        return ({}, (), ())
+    names, stack = set(), [code]
+    while stack:
+        c = stack.pop()
+        names.update(c.co_names)
+        stack.extend(k for k in c.co_consts if hasattr(k, "co_names"))
+    g = f.__globals__
+    plain = tuple(sorted(n for n in names if n in g and type(g[n]) in _PLAIN))
+    cells = []
+    for var, cell in zip(code.co_freevars, f.__closure__ or ()):
+        try:
+            if type(cell.cell_contents) in _PLAIN:
+                cells.append((var, cell))
+        except ValueError:        # an empty cell
+            pass
+    return (g, plain, tuple(cells))
+
+
+def python_values(sources) -> tuple:
+    g, names, cells = sources
+    return tuple((n, g.get(n)) for n in names) + tuple((v, c.cell_contents) for v, c in cells)
+
+
+def _guards(trace: Trace, watcher: _Watcher, fn, args, kwargs) -> None:
+    """The modules and optimizers the body used: their flags, hyperparameters and tensors."""
+    modules = dict(watcher.modules)
+    roots = list(args) + list(kwargs.values())
+    if hasattr(fn, "__self__"):
+        roots.append(fn.__self__)
+    for r in roots:
+        if isinstance(r, torch.nn.Module):
+            for m in r.modules():
+                modules.setdefault(id(m), m)
+    trace.training = tuple((m, m.training) for m in modules.values())
+    trace.hyper = tuple((o, hyperparameters(o)) for o in watcher.optimizers.values())
+    slots = []
+    for m in modules.values():
+        for d in (m._parameters, m._buffers):
+            slots.extend((d, k, v) for k, v in d.items() if v is not None)
+    trace.slots = tuple(slots)
+
+
+def _sync(trace: Trace, name: str, out, before: _Heap, arg_nodes: dict, backward_ran: bool) -> None:
+    """realize.sync, keeping the graph, its executable, its inputs' sources and outputs' holders."""
+    realize.raise_deferred()
+    holders: dict = {}
+    for ref in _rt.pending:
+        h = ref()
+        if h is None:
+            continue
+        n = holder_node(h)
+        if n.buffer is None:
+            found = holders.setdefault(n, [])
+            if not any(x is h for x in found):
+                found.append(h)
+    roots = realize.pending_roots()
+    frames = user_frames(_rt.config.max_frames) if roots else ()
+    cause = f"end of compiled function '{name}'"
+    emit(events.Sync(kind="mark_step", name=name, roots=len(roots), cause=cause, frames=frames))
+    if not roots:
+        _rt.pending.clear()
+        trace.fail("the body computes nothing on the device")
+        return
+    graph = realize.donating(build_graph(roots, name))
+    fallbacks = sorted({n.name for n in graph.order if n.buffer is None and not has_rule(n.name)})
+    if fallbacks:
+        trace.fail(f"it runs {', '.join(fallbacks)} on the CPU (no lowering)")
+    _sources(trace, graph, before, arg_nodes)
+    graph, compiled, cached = executor.executable(graph, eager=False, cause=cause, frames=frames)
+    outs = executor.launch(compiled, name, executor.graph_args(graph, compiled), eager=False, cached=cached,
+                           donated=len(graph.donate))
+    for root, buffer in zip(graph.roots, outs):
+        root.release(buffer)
+    _rt.pending.clear()
+    trace.key, trace.donate, trace.compiled = graph.key, graph.donate, compiled
+    trace.in_shardings = compiled.in_shardings
+    trace.scalar_values = tuple((type(s.value), repr(s.value)) for s in graph.scalars)
+    with jax.enable_x64(True):   # uploaded once: a replayed call passes the same numbers
+        trace.scalar_args = [jax.device_put(v, _rt.jax_device()) for v in executor.scalar_vectors(graph)]
+    _outputs(trace, graph, holders, out, before, arg_nodes, backward_ran)
+    trace.rng = _rt.rng
+
+
+def _sources(trace: Trace, graph, before: _Heap, arg_nodes: dict) -> None:
+    for i, n in enumerate(graph.inputs):
+        if n in arg_nodes:
+            trace.sources.append((ARG, arg_nodes[n], n.meta))
+        elif n in before.holder:
+            trace.sources.append((HOLDER, before.holder[n], n.meta))
+        else:
+            if i in graph.donate:
+                trace.fail(f"a tensor {n.meta.text} made inside the body is written in place")
+            trace.sources.append((CONST, n.buffer, n.meta))
+            trace.const_values.append(np.asarray(n.buffer))
+
+
+def _outputs(trace: Trace, graph, holders: dict, out, before: _Heap, arg_nodes: dict, backward_ran: bool) -> None:
+    leaves, spec = pytree.tree_flatten(out)
+    returned = {id(x): j for j, x in enumerate(leaves) if type(x) is LazyTensor}
+    trace.return_spec = None if spec.is_leaf() else spec
+    fresh_leaves = {j for j, x in enumerate(leaves) if type(x) is LazyTensor and id(x) not in before.ids}
+    trace.return_leaves = tuple(None if j in fresh_leaves else x for j, x in enumerate(leaves))
+    grads = {id(p.grad): p for p in before.params if p.grad is not None}
+    arg_holders = {id(h) for h in _holders_of_nodes(arg_nodes, before)}
+    fresh_storages = [h for hs in holders.values() for h in hs if type(h) is Storage and id(h) not in before.ids]
+    users = _tensors_of(fresh_storages)
+    grad_none = []
+    placed: set = set()
+    for root in graph.roots:
+        bindings = []
+        for h in holders.get(root, ()):
+            if id(h) in before.ids:
+                if id(h) in arg_holders:
+                    trace.fail(f"it writes into its argument {tensor_meta(h).text if type(h) is LazyTensor else ''} "
+                               "in place: pass the tensor it updates as a captured variable instead")
+                bindings.append((REBIND_STORAGE if type(h) is Storage else REBIND_TENSOR, h))
+                continue
+            aliased = type(h) is Storage
+            places = []
+            for t in (users.get(id(h), ()) if aliased else (h,)):
+                if id(t) in returned:
+                    place = (RETURN, returned[id(t)])
+                    placed.add(returned[id(t)])
+                elif id(t) in grads:
+                    p = grads[id(t)]
+                    place = (GRAD, p)
+                    grad_none.append((p, before.grads[id(p)] is None))
+                else:
+                    trace.fail(f"a tensor {tensor_meta(t).text} made inside the body outlives the call, and is "
+                               "neither returned nor a .grad nor written in place (it is held by "
+                               f"{_referrers(t)})")
+                    continue
+                places.append((t._views if aliased else (), tensor_meta(t), place))
+            if places:
+                bindings.append((FRESH, aliased, tuple(places)))
+        trace.outputs.append((tuple(bindings), root.meta))
+    for j in fresh_leaves - placed:
+        trace.fail(f"it returns a tensor {tensor_meta(leaves[j]).text} that its graph does not compute")
+    for x in leaves:
+        if type(x) is LazyTensor and x.grad_fn is not None and not backward_ran:
+            trace.fail("it returns a tensor attached to an autograd graph that backward did not run on inside "
+                       "the body (a replayed call has no autograd graph): call backward inside, or return "
+                       "a detached tensor")
+    trace.grad_none = tuple(grad_none)
+    rebound = {id(b[1]) for bindings, _ in trace.outputs for b in bindings if b[0] == REBIND_STORAGE}
+    trace.view_users = tuple(t for t in before.views if id(t._storage) in rebound)
+
+
+def _holders_of_nodes(arg_nodes: dict, before: _Heap) -> list:
+    return [before.holder[n] for n in arg_nodes if n in before.holder]
+
+
+def _tensors_of(storages: list) -> dict:
+    """id(storage) -> the live tensors that view it (one heap walk for all of them)."""
+    found: dict = {}
+    if not storages:
+        return found
+    wanted = {id(s) for s in storages}
+    for r in gc.get_referrers(*storages):
+        if type(r) is LazyTensor and r._node is None and id(r._storage) in wanted:
+            found.setdefault(id(r._storage), []).append(r)
+    return found
+
+
+def _referrers(t) -> str:
+    kinds = sorted({type(r).__name__ for r in gc.get_referrers(t)} - {"frame"})
+    return ", ".join(kinds) if kinds else "no Python object"
+
+
+def differs(a: Trace, b: Trace) -> str | None:
+    """None when two traced calls did the same thing; else what differs, in words."""
+    if a.key != b.key:
+        return "their graphs differ"
+    if a.scalar_values != b.scalar_values:
+        changed = ", ".join(f"{x[1]} -> {y[1]}" for x, y in zip(a.scalar_values, b.scalar_values) if x != y)
+        return (f"a Python number in the graph changed ({changed}): make it a tensor (a learning rate: "
+                "torch.tensor(lr, device='xla')) or keep it constant")
+    consts = iter(zip(a.const_values, b.const_values))
+    for (ka, sa, _), (kb, sb, _) in zip(a.sources, b.sources):
+        if ka != kb:
+            return "an input comes from somewhere else"
+        if ka == CONST:
+            va, vb = next(consts)
+            if va.shape != vb.shape or not np.array_equal(va, vb):
+                return "a tensor made on the host inside the body has a new value each call"
+        elif sa is not sb and sa != sb:
+            return "an input is read from another tensor"
+    for (ba, _), (bb, _) in zip(a.outputs, b.outputs):
+        if len(ba) != len(bb):
+            return "its outputs go to other tensors"
+        for x, y in zip(ba, bb):
+            if x[0] != y[0] or (x[0] != FRESH and x[1] is not y[1]):
+                return "its outputs go to other tensors"
+            if x[0] == FRESH:
+                if x[1] != y[1] or len(x[2]) != len(y[2]):
+                    return "its new tensors are laid out differently"
+                for (ca, ma, pa), (cb, mb, pb) in zip(x[2], y[2]):
+                    if ma is not mb or tuple(s.spec() for s in ca) != tuple(s.spec() for s in cb):
+                        return "its new tensors are laid out differently"
+                    if pa[0] != pb[0] or pa[1] is not pb[1] and pa[1] != pb[1]:
+                        return "its new tensors go elsewhere (.grad or returned)"
+    if a.return_spec != b.return_spec:
+        return "its return value's structure changed"
+    for x, y in zip(a.return_leaves, b.return_leaves):
+        if x is not y and not (type(x) is type(y) and type(x) in _PLAIN and x == y):
+            return "it returned another Python value"
+    for attr in ("training", "hyper", "python"):
+        if _plain(getattr(a, attr)) != _plain(getattr(b, attr)):
+            return f"its {attr} state changed between the calls"
+    return None
+
+
+def _plain(pairs) -> tuple:
+    return tuple((id(x) if not isinstance(x, (str, int)) else x, y) for x, y in pairs)

@@ -34,6 +34,7 @@ from xlanb.ir.node import Meta, Node, Scalar, const_key, intern_meta, lift, loca
 _rt = runtime_state()
 
 aten = torch.ops.aten
+_default_dtype = torch.get_default_dtype
 
 
 # Generic and fallback -----------------------------------------------------------------
@@ -242,8 +243,16 @@ def _fast_kind(func, plan: OpPlan) -> str | None:
     return None
 
 
+def _memo_entry(func, plan: OpPlan, name: str, nargs) -> tuple:
+    """(output meta, local key, the default dtype it was inferred under, or None where the
+    result dtype cannot follow the default) for the fast paths' memo."""
+    m = rec.infer_meta(func, plan, nargs, None)
+    default = _default_dtype() if rec.follows_default_dtype(nargs) else None
+    return m, local_key(name, nargs, None, m), default
+
+
 def make_unary(func, plan: OpPlan):
-    memo: dict = {}         # input meta -> (output meta, local key)
+    memo: dict = {}         # input meta -> (output meta, local key, default dtype or None)
     name = plan.name
 
     def h(func, args, kwargs):
@@ -254,21 +263,21 @@ def make_unary(func, plan: OpPlan):
         if na is None:
             na = value(a)
         try:
-            m, key = memo[na.meta]
+            m, key, default = memo[na.meta]
+            if default is not None and default is not _default_dtype():
+                raise KeyError(na.meta)
         except KeyError:
-            m = rec.infer_meta(func, plan, (na,), None)
-            key = local_key(name, (na,), None, m)
-            memo[na.meta] = (m, key)
+            m, key, default = memo[na.meta] = _memo_entry(func, plan, name, (na,))
         args = (na,)
         if _rt.eager and na.buffer is not None and _rt.observer is None:
-            return _eager_op(func, name, args, args, m, key, (name, na.meta), (na.buffer,), None)
+            return _eager_op(func, name, args, args, m, key, (name, na.meta, default), (na.buffer,), None)
         location = user_location() if _rt.track_locations else None
         return new_tensor(new_node(func, name, args, None, args, m, key, location), m)
     return h
 
 
 def make_binary(func, plan: OpPlan):
-    memo: dict = {}         # (input meta, other meta or number kind) -> (output meta, local key)
+    memo: dict = {}         # (input meta, other meta or number kind) -> (output meta, local key, default dtype)
     name = plan.name
 
     def h(func, args, kwargs):
@@ -298,13 +307,13 @@ def make_binary(func, plan: OpPlan):
         nargs = (na, nb)
         memo_key = (na.meta, kb)
         try:
-            m, key = memo[memo_key]
+            m, key, default = memo[memo_key]
+            if default is not None and default is not _default_dtype():
+                raise KeyError(memo_key)
         except KeyError:
-            m = rec.infer_meta(func, plan, nargs, None)
-            key = local_key(name, nargs, None, m)
-            memo[memo_key] = (m, key)
+            m, key, default = memo[memo_key] = _memo_entry(func, plan, name, nargs)
         if _rt.eager and na.buffer is not None and _rt.observer is None:
-            out = _eager_binary(func, name, na, nb, nargs, operands, m, key, memo_key)
+            out = _eager_binary(func, name, na, nb, nargs, operands, m, key, (memo_key, default))
             if out is not None:
                 return out
         location = user_location() if _rt.track_locations else None

@@ -3,17 +3,22 @@ the written arguments (through their views); out= tensors of another shape are r
 
 from __future__ import annotations
 
+import contextlib
+import sys
+import warnings
+
 import torch
 
 from xlanb.capture import record as rec
 from xlanb.capture.datadep import cpu_cut
-from xlanb.capture.frames import user_location
+from xlanb.capture.frames import is_library, user_location
 from xlanb.capture.record import NoMetaKernel, plan_of
 from xlanb.capture.rng import take_key
 from xlanb.state import runtime_state
 from xlanb.capture.tensor import LazyTensor, storage_of, tensor_meta, value, view_chain, write_value
 from xlanb.capture.views import as_strided_view
 from xlanb.ir.node import contiguous_strides, make_node
+from xlanb.lower.fallback import host_dispatch
 
 _rt = runtime_state()
 
@@ -107,8 +112,11 @@ def mutation_handler(func):
                 return cpu_cut(func, args, kwargs)
         nargs, nkwargs = rec.to_node_args(iplan, args, kwargs)
         try:
-            rec.infer_meta(func, iplan, nargs, nkwargs)          # torch's checks and messages
+            with _meta_resizes_quietly(bool(out_names)):
+                written_metas = rec.infer_meta(func, iplan, nargs, nkwargs)      # torch's checks and messages
         except NoMetaKernel:
+            if out_names:
+                return _out_through_functional(func, functional, out_names, targets, args, kwargs)
             return cpu_cut(func, args, kwargs)
         if out_names and nkwargs:
             nkwargs = {k: v for k, v in nkwargs.items() if k not in out_names} or None
@@ -124,9 +132,10 @@ def mutation_handler(func):
         node = make_node(functional, fplan.name, nargs, nkwargs, meta, loc)
         outs = rec.output_nodes(node)
         if out_names:
-            for target, out in zip(targets, outs):
-                if out is not None and tensor_meta(target).shape != out.meta.shape:
-                    resize_value(target, out.meta.shape)
+            written_metas = written_metas if type(written_metas) is tuple else (written_metas,)
+            for target, out_meta in zip(targets, written_metas):
+                if out_meta is not None:
+                    resize_out(target, out_meta.shape, out_meta.strides)
         for target, out in zip(targets, outs):
             write_value(target, out)
         if not schema.returns:
@@ -135,6 +144,74 @@ def mutation_handler(func):
             return targets[0] if len(targets) == 1 else tuple(targets)
         return args[written[0][0]]
     return h
+
+
+_RESIZED = "An output with one or more elements was resized"
+
+
+def _meta_resizes_quietly(out: bool):
+    """A meta kernel resizing a meta out= tensor warns as CPU does, but only on the meta cache's
+    miss: resize_out gives torch's warning instead, every time."""
+    return _QuietResize() if out else contextlib.nullcontext()
+
+
+class _QuietResize(warnings.catch_warnings):
+    def __enter__(self):
+        super().__enter__()
+        warnings.filterwarnings("ignore", message=_RESIZED)
+
+
+def resize_out(t: LazyTensor, shape, strides, warn: bool = True) -> None:
+    """An out= tensor of another shape takes the result's shape and strides, as torch resizes
+    and restrides it, with torch's warning when it had elements (factories resize silently)."""
+    old = tensor_meta(t)
+    shape = tuple(shape)
+    if old.shape == shape:
+        return
+    if old.numel and warn:
+        warnings.warn(
+            f"{_RESIZED} since it had shape {list(old.shape)}, which does not match the required output shape "
+            f"{list(shape)}. This behavior is deprecated, and in a future PyTorch release outputs will not be "
+            "resized unless they have zero elements. You can explicitly reuse an out tensor t by resizing it, "
+            "inplace, to zero elements with t.resize_(0).", UserWarning, stacklevel=_user_stacklevel())
+    resize_value(t, shape, tuple(strides))
+
+
+def _user_stacklevel() -> int:
+    """The stacklevel of the innermost user frame (warnings point at the user's line)."""
+    f, level = sys._getframe(1), 1
+    while f is not None and is_library(f.f_code.co_filename):
+        f, level = f.f_back, level + 1
+    return level
+
+
+def _out_through_functional(func, functional, out_names, targets, args, kwargs):
+    """An out= op whose functional op has no meta kernel (nonzero, masked_select): torch's
+    checks of the out= tensors on CPU, then the functional op as any op (data-dependent ops keep
+    their device path), its results written into the resized out= tensors."""
+    _check_out_on_cpu(func, args, kwargs, out_names)
+    result = functional(*args, **{k: v for k, v in kwargs.items() if k not in out_names})
+    results = result if isinstance(result, (tuple, list)) else (result,)
+    for target, r in zip(targets, results):
+        resize_out(target, r.shape, r.stride())
+        write_value(target, value(r))
+    return targets[0] if len(targets) == 1 else tuple(targets)
+
+
+def _check_out_on_cpu(func, args, kwargs, out_names) -> None:
+    """Runs func on one-element CPU tensors (and empty out= tensors of the out dtypes): what CPU
+    refuses (an out= dtype nonzero does not write), raised with CPU's message."""
+    def probe(x, out: bool):
+        if isinstance(x, torch.Tensor):
+            return torch.empty(0, dtype=x.dtype) if out else torch.zeros((1,) * x.dim(), dtype=x.dtype)
+        if isinstance(x, (list, tuple)):
+            return type(x)(probe(y, out) for y in x)
+        return torch.device("cpu") if isinstance(x, torch.device) else x
+    try:
+        with torch.no_grad(), host_dispatch():
+            func(*probe(tuple(args), False), **{k: probe(v, k in out_names) for k, v in kwargs.items()})
+    except (RuntimeError, TypeError, ValueError, IndexError) as cpu_error:
+        raise type(cpu_error)(str(cpu_error)) from None
 
 
 def _factory_out(functional, out_names):
@@ -147,8 +224,7 @@ def _factory_out(functional, out_names):
         if type(target) is not LazyTensor:
             return cpu_cut(func, args, {**kwargs, next(iter(out_names)): target})
         made = _record_factory(functional, tuple(args), {**kwargs, "dtype": target.dtype})
-        if tensor_meta(target).shape != tuple(made.shape):
-            resize_value(target, tuple(made.shape))
+        resize_out(target, made.shape, made.stride(), warn=False)
         write_value(target, value(made))
         return target
     return h
@@ -165,29 +241,34 @@ def _written_targets(written, args, kwargs) -> list:
     return targets
 
 
-def resize_value(t: LazyTensor, shape) -> None:
-    """Gives `t` the shape `shape` in place (resize_, and out= tensors of another shape): as on
-    CPU, t becomes the contiguous run of `shape` from its storage offset, in memory order (a
-    view of its storage, so other views stay in step). Only within the storage: xla tensors
-    cannot grow in place."""
+def resize_value(t: LazyTensor, shape, strides=None) -> None:
+    """Gives `t` the shape `shape` and `strides` (default row-major) in place (resize_, and
+    out= tensors of another shape): as on CPU, t becomes the dense run of `shape` from its
+    storage offset, in memory order (a view of its storage, so other views stay in step). A
+    storage too small is reallocated, as CPU does: its elements first, then new ones (zeros), in
+    a new storage that t's other views do not share."""
     shape = tuple(int(d) for d in shape)
+    strides = contiguous_strides(shape) if strides is None else tuple(strides)
     meta = tensor_meta(t)
-    if meta.shape == shape:
+    if meta.shape == shape and meta.strides == strides:
         return
+    extent = 0 if 0 in shape else 1 + sum((n - 1) * st for n, st in zip(shape, strides))
     root = t._node.meta if t._node is not None else t._storage.node.meta
-    numel = 1
-    for d in shape:
-        numel *= d
-    if meta.offset + numel > root.numel:
-        raise NotImplementedError(
-            f"resizing an xla tensor of shape {list(meta.shape)} to {list(shape)} in place is not supported: "
-            f"its storage holds {root.numel} elements and xla tensors cannot grow; allocate a tensor of the new "
-            "shape instead (for out=, pass an out tensor of the result's shape)")
-    view = as_strided_view(t, shape, contiguous_strides(shape), meta.offset)
+    base = t if meta.offset + extent <= root.numel else _grown_storage(t, root, meta.offset + extent)
+    view = as_strided_view(base, shape, strides, meta.offset)
     with torch._C._DisableTorchDispatch():
         t.data = view                        # the wrapper's sizes and strides, not a value
     t._node, t._storage = None, view._storage
     t._views, t._view_version, t._view_node = view._views, -1, None
+
+
+def _grown_storage(t: LazyTensor, root, size: int) -> LazyTensor:
+    """A 1-d tensor of `size` elements: t's storage in memory order, then zeros."""
+    zeros = aten.zeros.default([size - root.numel], dtype=root.dtype, device=t.device)
+    if root.numel == 0:
+        return zeros
+    flat = as_strided_view(t, (root.numel,), (1,), 0)
+    return aten.cat.default([flat, zeros])
 
 
 def resize_(func, args, kwargs):
@@ -195,7 +276,14 @@ def resize_(func, args, kwargs):
     shape = tuple(args[1].shape) if str(func).startswith("aten.resize_as_") else tuple(args[1])
     if type(self) is not LazyTensor:
         return cpu_cut(func, args, kwargs)
-    resize_value(self, shape)
+    memory_format = (kwargs or {}).get("memory_format")
+    if memory_format is None:                   # CPU keeps the strides of a tensor of the same shape
+        if tuple(self.shape) != tuple(int(d) for d in shape):
+            resize_value(self, shape)
+    elif memory_format == torch.contiguous_format:
+        resize_value(self, shape)
+    else:
+        resize_value(self, shape, torch.empty(shape, memory_format=memory_format, device="meta").stride())
     return self
 
 

@@ -23,6 +23,7 @@ _rt = runtime_state()
 
 TENSOR, TENSORS, NUMBER, NUMBERS, OTHER = range(5)
 _META_DEVICE = torch.device("meta")
+_default_dtype = torch.get_default_dtype
 
 
 class NoMetaKernel(Exception):
@@ -145,9 +146,24 @@ def _to_meta(x):
     return x
 
 
+def follows_default_dtype(nargs) -> bool:
+    """Whether the result dtype of an op on `nargs` may be torch's default dtype: an integer or
+    bool tensor meets a float (`u8 + 5.5`, `sqrt(i64)`), or a number is complex. Float tensors
+    keep their own dtype whatever the default."""
+    for a in nargs:
+        t = type(a)
+        if t is Node:
+            if not (a.meta.dtype.is_floating_point or a.meta.dtype.is_complex):
+                return True
+        elif t is complex or (t is Scalar and type(a.value) is complex):
+            return True
+    return False
+
+
 def infer_meta(func, plan: OpPlan, nargs, nkwargs):
-    """Output Meta (or tuple of Meta/None) of func on these node arguments."""
-    key = (meta_key(nargs), meta_key(nkwargs) if nkwargs else None)
+    """Output Meta (or tuple of Meta/None) of func on these node arguments (and the default
+    dtype, which decides the result dtype of integer inputs promoted to float)."""
+    key = (meta_key(nargs), meta_key(nkwargs) if nkwargs else None, _default_dtype())
     try:
         return plan.meta_cache[key]
     except KeyError:

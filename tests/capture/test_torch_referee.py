@@ -1,0 +1,163 @@
+"""Causes of failures in PyTorch's own device-generic test suites (issue 23), each pinned by
+CPU parity: the same code runs with d="cpu" and d="xla"; values, dtypes, shapes, strides,
+warnings, exception type and message must agree."""
+
+import warnings
+
+import pytest
+import torch
+
+import xlanb
+
+
+def outcome(f, d):
+    """What f(d) gives: ("value", cpu copies...) or ("error", type, message), with warnings."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            result = ("value", _host(f(d)))
+        except Exception as e:  # noqa: BLE001 - the exception is what is compared
+            result = ("error", type(e), str(e))
+    return result, [str(w.message) for w in caught if "Triggered internally" not in str(w.message)
+                    or True]
+
+
+def _host(x):
+    if isinstance(x, torch.Tensor):
+        return (x.detach().cpu(), x.dtype, tuple(x.shape), x.stride())
+    if isinstance(x, (tuple, list)):
+        return tuple(_host(y) for y in x)
+    return x
+
+
+def _same(a, b) -> bool:
+    if isinstance(a, tuple) and isinstance(b, tuple):
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
+    if isinstance(a, torch.Tensor):
+        return isinstance(b, torch.Tensor) and a.dtype == b.dtype and a.shape == b.shape and torch.equal(a, b)
+    return a == b
+
+
+def _first_line(message: str) -> str:
+    """torch's C++ warnings end with "(Triggered internally at <file>)"; the words before it count."""
+    return message.split(" (Triggered internally")[0]
+
+
+def assert_parity(f):
+    """f("xla") behaves as f("cpu"): the same values (dtype, shape, strides), or the same error."""
+    (cpu, cpu_warnings), (xla, xla_warnings) = outcome(f, "cpu"), outcome(f, "xla")
+    assert cpu[0] == xla[0], f"cpu: {cpu}\nxla: {xla}"
+    if cpu[0] == "error":
+        assert xla[1] is cpu[1] and xla[2] == cpu[2], f"cpu: {cpu}\nxla: {xla}"
+    else:
+        assert _same(cpu[1], xla[1]), f"cpu: {cpu[1]}\nxla: {xla[1]}"
+    assert [_first_line(w) for w in xla_warnings] == [_first_line(w) for w in cpu_warnings]
+    return cpu
+
+
+# Silent wrong answers ---------------------------------------------------------------------
+
+def test_result_dtype_follows_a_changed_default_dtype():
+    def f(d):
+        u = torch.tensor([0, 0, 1], dtype=torch.uint8, device=d)
+        before = (u + 5.5, u / 2, torch.sqrt(u), torch.mean(u.double()))
+        torch.set_default_dtype(torch.float64)
+        try:
+            return before + (u + 5.5, u / 2, torch.sqrt(u), u.sum() * 0.5, torch.ones(2, device=d) + 1)
+        finally:
+            torch.set_default_dtype(torch.float32)
+    assert assert_parity(f)[1][4][1] == torch.float64
+
+
+def test_result_dtype_follows_a_changed_default_dtype_in_eager_mode():
+    with xlanb.eager_mode_context(True):
+        test_result_dtype_follows_a_changed_default_dtype()
+
+
+def test_nonzero_and_masked_select_write_their_out_tensor():
+    def f(d):
+        t = torch.tensor([0, 1, 1, 0, 1], device=d)
+        nz = torch.empty(0, dtype=torch.long, device=d)
+        ms = torch.empty(0, device=d)
+        torch.nonzero(t, out=nz)
+        torch.masked_select(t.float() * 2, t > 0, out=ms)
+        return nz, ms
+    assert assert_parity(f)[1][0][2] == (3, 1)
+
+
+@pytest.mark.parametrize("op", ["nonzero", "masked_select"])
+def test_data_dependent_out_of_a_wrong_dtype_raises_cpu_error(op):
+    def f(d):
+        t = torch.tensor([0, 1, 1], device=d)
+        if op == "nonzero":
+            return torch.nonzero(t, out=torch.empty(0, device=d))
+        return torch.masked_select(t.float(), t > 0, out=torch.empty(0, dtype=torch.long, device=d))
+    assert assert_parity(f)[0] == "error"
+
+
+def test_data_dependent_out_of_another_shape_is_resized_with_torch_warning():
+    def f(d):
+        out = torch.zeros(5, dtype=torch.long, device=d)
+        torch.nonzero(torch.tensor([0, 1, 1], device=d), out=out)
+        return out
+    assert assert_parity(f)[1][2] == (2, 1)
+
+
+# out= follows torch ---------------------------------------------------------------------
+
+def test_out_that_must_grow_from_empty_is_resized():
+    def f(d):
+        out = torch.tensor([], device=d)
+        r = torch.add(torch.ones(3, device=d), 1, out=out)
+        return r is out, out
+    assert_parity(f)
+
+
+def test_out_with_elements_grows_with_torch_warning():
+    def f(d):
+        x = torch.arange(12.0, device=d).reshape(3, 4)
+        out = torch.ones(2, device=d)
+        torch.add(x, 1, out=out)
+        torch.add(x, 2, out=out)          # the right shape now: no warning
+        return out
+    assert_parity(f)
+
+
+def test_out_resize_warns_each_time_as_cpu_does():
+    def f(d):
+        x = torch.ones(3, device=d)
+        for _ in range(2):
+            torch.add(x, 1, out=torch.ones(2, device=d))
+    assert_parity(f)
+
+
+def test_out_of_a_dtype_the_result_cannot_cast_to_is_refused():
+    assert assert_parity(lambda d: torch.add(torch.ones(3, device=d), 1.5,
+                                             out=torch.empty(3, dtype=torch.long, device=d)))[0] == "error"
+
+
+def test_factory_out_grows():
+    def f(d):
+        out = torch.empty(0, device=d)
+        torch.arange(5, out=out)
+        torch.zeros(2, 3, out=out)
+        return out
+    assert_parity(f)
+
+
+def test_resize_grows_keeping_the_elements():
+    def f(d):
+        z = torch.arange(6.0, device=d)
+        z.resize_(2, 3)
+        z.resize_(3, 3)
+        return z[:2], z.shape
+    assert_parity(f)
+
+
+@pytest.mark.parametrize("fmt", [torch.channels_last, torch.contiguous_format])
+def test_resize_takes_the_memory_format(fmt):
+    def f(d):
+        a = torch.empty(0, device=d).resize_(2, 3, 4, 5, memory_format=fmt)
+        b = torch.empty(2, 5, device=d).t().resize_(5, 2)           # same shape, no format: strides kept
+        return a.stride(), a.is_contiguous(memory_format=fmt), b.stride()
+    assert_parity(f)

@@ -7,7 +7,7 @@ import pathlib
 
 ROOT = pathlib.Path(__file__).resolve().parents[1] / "xlanb"
 LAYERS = ["_config", "events", "state", "ir", "lower", "runtime", "capture", "hooks", "metrics", "debug",
-          "dynamo", "report", "spmd", "loader", "notebook"]
+          "dynamo", "report", "spmd", "loader", "compat", "notebook"]
 
 
 def layer_of(module: str) -> str | None:

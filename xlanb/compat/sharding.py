@@ -1,0 +1,212 @@
+"""`torch_xla.distributed.spmd` over xlanb.spmd: Mesh, get_1d_mesh, the global mesh, mark_sharding
+returning an XLAShardedTensor view of the tensor, clear_sharding, ShardingSpec, and the sharding
+text torch_xla's `_XLAC._get_xla_sharding_spec` prints: `{devices=[1,8]0,1,2,3,4,5,6,7}`,
+`{replicated}`, `{devices=[2,1,4]0,...,7 last_tile_dim_replicate}` (device ids are logical: positions
+in the device list, as in torch_xla's Mesh).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import warnings
+
+import jax
+import numpy as np
+import torch
+
+from xlanb._config import config
+from xlanb.capture.tensor import LazyTensor
+from xlanb.spmd import api, mesh as mesh_module
+from xlanb.spmd.mesh import Mesh
+
+_global_mesh: list = []
+_warned_use_spmd: list = []
+
+
+class ShardingType(enum.IntEnum):
+    """torch_xla's ShardingType (OpSharding.Type ids)."""
+    REPLICATED = 0
+    MAXIMAL = 1
+    TUPLE = 2
+    TILED = 3
+    MANUAL = 4
+    PARTIAL = 5
+    UNKNOWN = 6
+
+
+def use_spmd(auto: bool = False) -> None:
+    """`xr.use_spmd()`: a no-op. xlanb needs no SPMD switch: a tensor is sharded when mark_sharding
+    says so, and the rest stay on one device. Says so once."""
+    if auto:
+        raise NotImplementedError("xr.use_spmd(auto=True): auto-sharding is not supported by xlanb.compat")
+    if not _warned_use_spmd:
+        _warned_use_spmd.append(True)
+        warnings.warn("xr.use_spmd() is a no-op under xlanb: tensors are sharded by xs.mark_sharding, with no global "
+                      "SPMD mode; xla:0 stays the one device.", stacklevel=2)
+
+
+def is_spmd() -> bool:
+    return bool(_warned_use_spmd)
+
+
+def get_1d_mesh(axis_name: str | None = None) -> Mesh:
+    """Every device in one axis (named `axis_name`, or `axis_0` as torch_xla's unnamed axis)."""
+    n = len(jax.devices(config().platform or None))
+    return Mesh(np.arange(n), (n,), (axis_name,) if axis_name else None)
+
+
+def set_global_mesh(mesh: Mesh) -> None:
+    _global_mesh[:] = [mesh_module.as_mesh(mesh)]
+
+
+def get_global_mesh() -> Mesh | None:
+    return _global_mesh[0] if _global_mesh else None
+
+
+def _logical_ids(s) -> list[int]:
+    position = {d: i for i, d in enumerate(jax.devices(config().platform or None))}
+    return [position[d] for d in s._device_assignment]
+
+
+def sharding_text(s, ndim: int) -> str:
+    """A jax sharding in torch_xla's text: explicit device lists, no iota form."""
+    hlo = s._to_xla_hlo_sharding(ndim)
+    if hlo.is_replicated():
+        return "{replicated}"
+    if hlo.is_maximal():
+        return f"{{maximal device={_logical_ids(s)[hlo.tile_assignment_devices()[0]]}}}"
+    ids = _logical_ids(s)
+    dims = ",".join(str(d) for d in hlo.tile_assignment_dimensions())
+    devices = ",".join(str(ids[i]) for i in hlo.tile_assignment_devices())
+    tail = " last_tile_dim_replicate" if hlo.replicate_on_last_tile_dim() else ""
+    return f"{{devices=[{dims}]{devices}{tail}}}"
+
+
+def _unwrap(t):
+    return t.global_tensor if isinstance(t, XLAShardedTensor) else t
+
+
+def get_sharding_spec(t) -> str:
+    """`_XLAC._get_xla_sharding_spec(t)`: torch_xla's text, "" for a tensor on one device."""
+    t = _unwrap(t)
+    if type(t) is not LazyTensor:
+        return ""
+    s = api.get_sharding(t)
+    return "" if s is None else sharding_text(s, t.dim())
+
+
+def get_sharding_type(t) -> int | None:
+    t = _unwrap(t)
+    s = api.get_sharding(t) if type(t) is LazyTensor else None
+    if s is None:
+        return None
+    hlo = s._to_xla_hlo_sharding(t.dim())
+    if hlo.is_replicated():
+        return int(ShardingType.REPLICATED)
+    return int(ShardingType.PARTIAL if hlo.replicate_on_last_tile_dim() else ShardingType.TILED)
+
+
+@dataclasses.dataclass
+class XLAShard:
+    """One shard on one of this process's devices: a CPU snapshot of its data, where it sits in the
+    global tensor (Ellipsis when replicated), its device ('CPU:3') and replica id."""
+    data: torch.Tensor
+    indices: object
+    shard_device: str
+    replica_id: int
+
+    @property
+    def unpadded_data(self) -> torch.Tensor:
+        return self.data
+
+
+class XLAShardedTensor:
+    """What `xs.mark_sharding` returns: the sharded tensor (`global_tensor`, the same tensor object
+    passed in) with torch_xla's XLAShardedTensor attributes. Unlike torch_xla's, it is not a
+    torch.Tensor subclass: compute with `global_tensor` (or the tensor you sharded); other
+    attributes are looked up on the tensor."""
+
+    def __init__(self, global_tensor: torch.Tensor, mesh_shape=None, partition_spec=None):
+        self.global_tensor = global_tensor
+        self.mesh_shape = mesh_shape
+        self.partition_spec = partition_spec
+
+    @property
+    def sharding_spec(self) -> str:
+        return get_sharding_spec(self.global_tensor)
+
+    @property
+    def sharding_type(self) -> ShardingType:
+        kind = get_sharding_type(self.global_tensor)
+        return ShardingType(ShardingType.REPLICATED if kind is None else kind)
+
+    @property
+    def local_shards(self) -> list[XLAShard]:
+        from xlanb.capture.realize import realize
+        from xlanb.compat.devices import device_type
+        node = realize(self.global_tensor, "XLAShardedTensor.local_shards")
+        replicated = self.sharding_type == ShardingType.REPLICATED
+        shards = []
+        for sh in sorted(node.buffer.addressable_shards, key=lambda sh: sh.device.id):
+            data = torch.from_numpy(np.array(sh.data)).to(self.global_tensor.dtype)
+            indices = Ellipsis if replicated else [
+                slice(0 if s.start is None else s.start, n if s.stop is None else s.stop)
+                for s, n in zip(sh.index, self.global_tensor.shape)]
+            shards.append(XLAShard(data, indices, f"{device_type()}:{sh.device.id}", sh.replica_id))
+        return shards
+
+    def cpu(self) -> torch.Tensor:
+        return self.global_tensor.cpu()
+
+    def __getattr__(self, name):
+        return getattr(self.__dict__["global_tensor"], name)
+
+    @classmethod
+    def __torch_function__(cls, func, types, args=(), kwargs=None):
+        args = tuple(_unwrap(a) for a in args)
+        kwargs = {k: _unwrap(v) for k, v in (kwargs or {}).items()}
+        return func(*args, **kwargs)
+
+    def __repr__(self) -> str:
+        return f"XLAShardedTensor({self.global_tensor})"
+
+
+def mark_sharding(t, mesh, partition_spec) -> XLAShardedTensor:
+    """Shards `t` in place (xlanb.spmd.mark_sharding; partition entries are mesh axis indices or
+    names, tuples of them, or None) and returns it as an XLAShardedTensor."""
+    t = _unwrap(t)
+    mesh = mesh_module.as_mesh(mesh)
+    if len(tuple(partition_spec)) != t.dim():
+        raise ValueError(f"xs.mark_sharding: partition_spec {tuple(partition_spec)} has {len(tuple(partition_spec))} "
+                         f"entries for a {t.dim()}-d tensor; give one per dimension (None replicates it)")
+    api.mark_sharding(t, mesh, tuple(partition_spec))
+    return XLAShardedTensor(t, mesh.mesh_shape, tuple(partition_spec))
+
+
+def clear_sharding(t) -> torch.Tensor:
+    """Back to one device; returns the plain tensor."""
+    t = _unwrap(t)
+    api.clear_sharding(t)
+    return t
+
+
+def visualize_sharding(t, **kwargs) -> str:
+    text = api.visualize_sharding(_unwrap(t))
+    print(text)
+    return text
+
+
+@dataclasses.dataclass
+class ShardingSpec:
+    """`xs.ShardingSpec(mesh, partition_spec)`: a sharding to apply to tensors later (the
+    MpDeviceLoader's `input_sharding`); `apply(t)` marks `t` with it."""
+    mesh: Mesh
+    partition_spec: tuple
+    minibatch: bool = False
+
+    def can_apply(self, t: torch.Tensor) -> bool:
+        return len(self.partition_spec) == t.dim()
+
+    def apply(self, t: torch.Tensor) -> None:
+        mark_sharding(t, self.mesh, self.partition_spec)

@@ -1,0 +1,181 @@
+"""Steps with torch_xla's semantics: sync / mark_step with step closures, torch_xla.compile and
+step, optimizer_step, the RNG seed, xm.save and wait_device_ops.
+
+A step closure (`xm.add_step_closure`) runs after the step that was pending when it was added has
+been launched, at the next `torch_xla.sync()` (or `xm.mark_step()`, the end of a `torch_xla.compile`
+body, an `MpDeviceLoader` step), in the order closures were added; tensors it reads are computed
+by then, so reading them runs nothing more. `run_async=True` closures run in order on one
+background thread, as torch_xla's AsyncClosureHandler does.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import functools
+
+import torch
+from torch.utils import _pytree as pytree
+
+from xlanb.capture import modes, realize, rng
+from xlanb.capture.tensor import LazyTensor
+from xlanb.compat import devices
+from xlanb.runtime import executor
+
+_closures: list = []           # (closure, args), run after the next sync, in order
+_async_closures: list = []
+_async_runner: list = []       # the one background thread's executor, made on first use
+
+
+def add_step_closure(closure, args: tuple = (), run_async: bool = False) -> None:
+    """Runs `closure(*args)` once the current step has been launched (at the next sync)."""
+    if not callable(closure):
+        raise TypeError(f"xm.add_step_closure takes a callable, got {type(closure).__name__}")
+    (_async_closures if run_async else _closures).append((closure, tuple(args)))
+
+
+def run_step_closures() -> None:
+    """The closures queued so far: async ones handed to the background thread, then the others
+    here, in the order they were added (a closure that adds one queues it for the next step)."""
+    if _async_closures:
+        pending = list(_async_closures)
+        _async_closures.clear()
+        if not _async_runner:
+            _async_runner.append(concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="xla_step_closures"))
+        for closure, args in pending:
+            _async_runner[0].submit(closure, *args)
+    if _closures:
+        pending = list(_closures)
+        _closures.clear()
+        for closure, args in pending:
+            closure(*args)
+
+
+def wait_async_closures() -> None:
+    """Blocks until every async step closure submitted so far has run."""
+    if _async_runner:
+        _async_runner[0].submit(lambda: None).result()
+
+
+def sync(wait: bool = False, reset_scope: bool = True) -> None:
+    """`torch_xla.sync()` / `xm.mark_step()`: launches the pending graph of all live tensors, then
+    runs the step closures. `reset_scope` is accepted and has no effect (xlanb keeps no IR scope)."""
+    del reset_scope
+    realize.sync(wait=bool(wait), cause="torch_xla.sync")
+    run_step_closures()
+
+
+def mark_step(wait: bool = False, reset_scope: bool = True) -> None:
+    sync(wait, reset_scope)
+
+
+def wait_device_ops(devices: list | None = None) -> None:
+    """Blocks until every launched execution has finished (all devices: xlanb has one per process)."""
+    del devices
+    executor.wait()
+
+
+class _Compiled:
+    """What `torch_xla.compile()` returns without a function: a context manager and a decorator,
+    over xlanb.compile, whose end runs the step closures (torch_xla's compile ends with a sync)."""
+
+    def __init__(self, name, full_graph, max_different_graphs):
+        self.name, self.full_graph, self.max_different_graphs = name, full_graph, max_different_graphs
+        self._inner = modes.compile(name=name, full_graph=full_graph, max_different_graphs=max_different_graphs)
+
+    def __enter__(self):
+        return self._inner.__enter__()
+
+    def __exit__(self, *exc):
+        result = self._inner.__exit__(*exc)
+        if exc[0] is None:
+            run_step_closures()
+        return result
+
+    def __call__(self, f):
+        return compile(f, full_graph=self.full_graph, name=self.name, max_different_graphs=self.max_different_graphs)
+
+
+def compile(f=None, full_graph: bool = False, name: str | None = None, max_different_graphs: int | None = None,
+            custom_compile_options: dict | None = None):
+    """`torch_xla.compile`: `f` traced as one graph (xlanb.compile), step closures run after it.
+    `custom_compile_options` (XLA flag overrides) is not supported: only None or {} is accepted."""
+    if custom_compile_options:
+        raise NotImplementedError("torch_xla.compile(custom_compile_options=...) is not supported by xlanb.compat: "
+                                  "set XLA flags with the XLA_FLAGS environment variable before the process starts")
+    if f is None:
+        return _Compiled(name, full_graph, max_different_graphs)
+    compiled = modes.compile(f, name=name, full_graph=full_graph, max_different_graphs=max_different_graphs)
+
+    @functools.wraps(f)
+    def run(*args, **kwargs):
+        out = compiled(*args, **kwargs)
+        run_step_closures()
+        return out
+    return run
+
+
+def step():
+    """`torch_xla.step()`: `with torch_xla.step():` traces its body as one graph."""
+    return compile()
+
+
+def _fetch_gradients(optimizer: torch.optim.Optimizer) -> list[torch.Tensor]:
+    return [p.grad for group in optimizer.param_groups for p in group["params"]
+            if isinstance(p, torch.Tensor) and p.grad is not None]
+
+
+def reduce_gradients(optimizer: torch.optim.Optimizer, groups=None, pin_layout: bool = True) -> None:
+    """Averages the optimizer's gradients over the replicas (`xmp.spawn` processes); nothing on one."""
+    count = devices.world_size()
+    if count > 1:
+        from xlanb.compat import collectives
+        collectives.all_reduce(collectives.REDUCE_SUM, _fetch_gradients(optimizer), scale=1.0 / count, groups=groups)
+
+
+def optimizer_step(optimizer: torch.optim.Optimizer, barrier: bool = False, optimizer_args: dict | None = None,
+                   groups=None, pin_layout: bool = True):
+    """`xm.optimizer_step`: gradients averaged over the replicas, `optimizer.step(**optimizer_args)`,
+    then a sync when `barrier` is True. Returns what optimizer.step returned."""
+    reduce_gradients(optimizer, groups=groups, pin_layout=pin_layout)
+    loss = optimizer.step(**(optimizer_args or {}))
+    if barrier:
+        sync()
+    return loss
+
+
+def optimization_barrier_(tensors: list[torch.Tensor]) -> None:
+    """Accepted and an identity: xlanb's graphs carry no optimization barrier, so XLA may still move
+    computation across this point (rematerialisation that relies on the barrier may be undone)."""
+    for t in tensors:
+        if not isinstance(t, torch.Tensor):
+            raise TypeError(f"xm.optimization_barrier_ takes a list of tensors, got a {type(t).__name__}")
+
+
+def set_rng_state(seed: int, device=None) -> None:
+    """`xm.set_rng_state(seed)`: seeds the device RNG (xlanb.manual_seed)."""
+    del device
+    rng.manual_seed(int(seed))
+
+
+def get_rng_state(device=None) -> int:
+    """`xm.get_rng_state()`: the current RNG state as an int; `set_rng_state` of it restores it exactly.
+    (xlanb's state is a threefry key; the int is its two 32-bit words. Reading it runs the RNG's
+    pending update, a small graph, when random ops ran since the last sync.)"""
+    del device
+    hi, lo = (int(w) for w in rng.get_state().cpu().to(torch.int64).tolist())
+    return (hi << 32) | lo
+
+
+def manual_seed(seed: int, device=None) -> None:
+    set_rng_state(seed, device)
+
+
+def _to_cpu(data):
+    return pytree.tree_map(lambda v: v.cpu() if type(v) is LazyTensor else v, data)
+
+
+def save(data, file_or_path, master_only: bool = True, global_master: bool = False) -> None:
+    """`xm.save`: `torch.save` of a copy of `data` whose xla tensors are CPU tensors (so a later
+    `torch.load` gives CPU data), written by the master ordinal only unless `master_only=False`."""
+    if not master_only or devices.is_master_ordinal(local=not global_master):
+        torch.save(_to_cpu(data), file_or_path)

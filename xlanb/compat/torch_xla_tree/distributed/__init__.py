@@ -1,0 +1,1 @@
+"""`torch_xla.distributed` (xlanb.compat)."""

@@ -59,6 +59,17 @@ def install() -> None:
     _alias_compile_backends()
 
 
+def uninstall() -> None:
+    """Takes torch_xla's names out of sys.modules and restores torch.compile (tests, notebooks).
+    Modules that already imported torch_xla keep the objects they hold."""
+    for name in [n for n in sys.modules if n == "torch_xla" or n.startswith("torch_xla.")]:
+        if sys.modules[name].__name__.startswith(TREE):
+            del sys.modules[name]
+    original = getattr(torch.compile, "_xlanb_compat_original", None)
+    if original is not None:
+        torch.compile = original
+
+
 def _register_backends() -> None:
     """The xlanb backend under torch_xla's names (replacing torch's own entries, which import torch_xla)."""
     from torch._dynamo.backends import registry
@@ -83,7 +94,8 @@ def _alias_compile_backends() -> None:
             _register_backends()
         return original(*args, **kwargs)
     compile._xlanb_compat_hooked = True
+    compile._xlanb_compat_original = original
     torch.compile = compile
 
 
-__all__ = ["install", "is_installed", "MODULES", "BACKENDS"]
+__all__ = ["install", "uninstall", "is_installed", "MODULES", "BACKENDS"]

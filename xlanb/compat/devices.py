@@ -123,9 +123,10 @@ def is_master_ordinal(local: bool = True) -> bool:
     return (local_ordinal() if local else global_ordinal()) == 0
 
 
-def master_print(*args, fd=sys.stdout, local: bool = False, flush: bool = False) -> None:
+def master_print(*args, fd=None, local: bool = False, flush: bool = False) -> None:
+    """print on the master ordinal only (`fd` defaults to the sys.stdout of the call)."""
     if is_master_ordinal(local=local):
-        print(*args, file=fd, flush=flush)
+        print(*args, file=sys.stdout if fd is None else fd, flush=flush)
 
 
 def is_xla_tensor(t: torch.Tensor) -> bool:

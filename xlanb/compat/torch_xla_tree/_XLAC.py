@@ -5,14 +5,12 @@ xlanb.debug and xlanb.spmd. Only these; the rest of torch_xla's C++ binding is n
 from __future__ import annotations
 
 import itertools
-import weakref
 
 from xlanb import debug
 from xlanb.capture import modes
 from xlanb.capture.tensor import LazyTensor, base_node, tensor_meta, view_chain
 from xlanb.compat import devices, sharding, steps
 
-_ids: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 _next_id = itertools.count(1)
 
 
@@ -37,9 +35,10 @@ def _xla_get_tensor_id(t) -> int:
     """A number unique to this tensor object for the process's life (torch_xla's TensorID)."""
     if type(t) is not LazyTensor:
         raise RuntimeError(f"_xla_get_tensor_id: not an xla tensor ({type(t).__name__} on {t.device})")
-    if t not in _ids:
-        _ids[t] = next(_next_id)
-    return _ids[t]
+    tensor_id = getattr(t, "_compat_tensor_id", None)
+    if tensor_id is None:
+        tensor_id = t._compat_tensor_id = next(_next_id)
+    return tensor_id
 
 
 def _get_xla_tensor_debug_info(t) -> str:

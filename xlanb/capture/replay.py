@@ -117,8 +117,10 @@ class ReplayedFunction:
         return out
 
     def _not_replayable(self, reason: str) -> None:
-        if reason != self._reported:
-            self._reported = reason
+        """Said once per kind of reason (the words before its values in parentheses)."""
+        kind = reason.split(" (", 1)[0]
+        if kind != self._reported:
+            self._reported = kind
             emit(events.NotReplayable(name=self.name, reason=reason))
 
     def _check_by_tracing(self, args, kwargs):

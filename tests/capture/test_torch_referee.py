@@ -161,3 +161,113 @@ def test_resize_takes_the_memory_format(fmt):
         b = torch.empty(2, 5, device=d).t().resize_(5, 2)           # same shape, no format: strides kept
         return a.stride(), a.is_contiguous(memory_format=fmt), b.stride()
     assert_parity(f)
+
+
+# Missing checks: what CPU refuses is refused at the op, with CPU's words -------------------
+
+def test_bool_mask_of_the_wrong_length_raises_index_error():
+    assert assert_parity(lambda d: torch.ones(5, 4, device=d)[torch.tensor([True, False, True], device=d)])[1] \
+        is IndexError
+
+
+@pytest.mark.parametrize("mask_shape,prefix", [((3, 2), ()), ((3,), (slice(None),)), ((5, 2), ())])
+def test_bool_mask_shapes_are_checked_against_the_indexed_dims(mask_shape, prefix):
+    def f(d):
+        x = torch.ones(5, 4, device=d)
+        return x[prefix + (torch.ones(mask_shape, dtype=torch.bool, device=d),)]
+    assert assert_parity(f)[0] == "error"
+
+
+def test_uint8_mask_gives_torch_deprecation_warning():
+    assert_parity(lambda d: torch.arange(4.0, device=d)[torch.tensor([1, 0, 1, 1], dtype=torch.uint8, device=d)])
+
+
+def test_list_index_into_a_size_0_dim_raises():
+    assert assert_parity(lambda d: torch.ones(0, 4, device=d)[[0]])[1] is IndexError
+
+
+def test_index_assignment_into_a_size_0_dim_raises():
+    def f(d):
+        a = torch.ones(0, 4, device=d)
+        a[[0]] = 1
+        return a
+    assert assert_parity(f)[1] is IndexError
+
+
+@pytest.mark.parametrize("op", ["index_select", "gather"])
+def test_select_from_a_size_0_dim_raises(op):
+    def f(d):
+        x = torch.ones(0, 4, device=d)
+        if op == "index_select":
+            return torch.index_select(x, 0, torch.tensor([0], device=d))
+        return torch.gather(x, 0, torch.tensor([[0]], device=d))
+    assert assert_parity(f)[0] == "error"
+
+
+@pytest.mark.parametrize("value_dtype", [torch.long, torch.float64])
+def test_index_put_of_another_dtype_raises(value_dtype):
+    def f(d):
+        a = torch.zeros(5, device=d)
+        a.index_put_((torch.tensor([0], device=d),), torch.tensor([1], dtype=value_dtype, device=d))
+        return a
+    assert assert_parity(f)[1] is RuntimeError
+
+
+@pytest.mark.parametrize("op", ["all", "any"])
+def test_all_any_into_a_float_out_raise(op):
+    def f(d):
+        return getattr(torch, op)(torch.ones(3, device=d), out=torch.empty((), device=d))
+    assert assert_parity(f)[1] is RuntimeError
+
+
+@pytest.mark.parametrize("out_dtype", [torch.bool, torch.uint8])
+def test_all_any_into_bool_or_uint8_out_compute(out_dtype):
+    def f(d):
+        x = torch.tensor([1.0, 0.0], device=d)
+        return torch.all(x, out=torch.empty((), dtype=out_dtype, device=d)), torch.any(x, 0, out=torch.empty(
+            (), dtype=out_dtype, device=d))
+    assert_parity(f)
+
+
+# Errors at the op, the tensors left readable --------------------------------------------
+
+def _raises_then_reads(write):
+    def f(d):
+        a = torch.arange(25.0, device=d).reshape(5, 5)
+        b = a * 2                      # pending work that must not be lost
+        try:
+            write(a, d)
+        except Exception as e:  # noqa: BLE001 - compared with CPU's
+            return type(e).__name__, str(e), a, b, a.sum()
+        return "no error", a
+    return f
+
+
+def test_index_assignment_of_unbroadcastable_indices_raises_at_the_op():
+    def write(a, d):
+        a[[0, 1], [0, 1, 2]] = 7
+    assert assert_parity(_raises_then_reads(write))[1][0] == "IndexError"
+
+
+@pytest.mark.parametrize("mask", [[True, False, True], [True, False, True, False, False]])
+def test_mask_assignment_of_the_wrong_shape_raises_at_the_op(mask):
+    def write(a, d):
+        a[torch.tensor(mask, device=d)] = torch.ones(3, device=d)
+    assert assert_parity(_raises_then_reads(write))[1][0] != "no error"
+
+
+def test_index_put_of_values_that_do_not_broadcast_raises_at_the_op():
+    def write(a, d):
+        a.index_put_((torch.tensor([0, 2], device=d),), torch.ones(3, device=d))
+    assert assert_parity(_raises_then_reads(write))[1][0] == "RuntimeError"
+
+
+@pytest.mark.parametrize("op", ["max", "min", "median", "mode"])
+def test_reduction_over_a_size_0_dim_raises_at_the_op(op):
+    def f(d):
+        x = torch.zeros(0, 3, device=d)
+        try:
+            getattr(torch, op)(x, 0)
+        except IndexError as e:
+            return str(e), x, x.sum(1)
+    assert_parity(f)

@@ -15,6 +15,7 @@ import torch
 from xlanb import events
 from xlanb.state import emit, runtime_state
 from xlanb.capture import record as rec
+from xlanb.capture.checks import check_index_put, check_indices, is_mask
 from xlanb.capture.frames import user_frames
 from xlanb.capture.realize import check_execution, to_cpu
 from xlanb.capture.tensor import LazyTensor, new_tensor, tensor_meta, value, write_value
@@ -97,10 +98,6 @@ def _write_back_host(func, args, host_args, host_kwargs):
                     write_value(t, data_node(upload(h), tensor_meta(t)))
 
 
-def _is_mask(i) -> bool:
-    return isinstance(i, torch.Tensor) and i.dtype in (torch.bool, torch.uint8)
-
-
 def nonzero(func, args, kwargs):
     x = args[0]
     if type(x) is not LazyTensor:
@@ -114,7 +111,7 @@ def _int_indices(indices) -> list:
     """Boolean/uint8 masks -> the integer index tensors of their nonzeros (one per mask dim)."""
     out = []
     for i in indices:
-        if _is_mask(i):
+        if is_mask(i):
             if i.dtype == torch.uint8:
                 i = i.to(torch.bool)
             nz = aten.nonzero.default(i)
@@ -129,7 +126,9 @@ def _int_indices(indices) -> list:
 def index(inner):
     def h(func, args, kwargs):
         x, indices = args[0], args[1]
-        if not any(_is_mask(i) for i in indices) or any(_is_mask(i) and i.dim() == 0 for i in indices):
+        if func is aten.index.Tensor:
+            check_indices(x, indices)
+        if not any(is_mask(i) for i in indices) or any(is_mask(i) and i.dim() == 0 for i in indices):
             return inner(func, args, kwargs)
         return func(x, _int_indices(indices), *args[2:], **(kwargs or {}))
     return h
@@ -138,14 +137,17 @@ def index(inner):
 def _broadcast_scalar_mask(x, indices, values) -> bool:
     """x[mask] = v with one mask (and slices), v a single value: lowered as a select, no cut."""
     masks = [i for i in indices if i is not None]
-    return (len(masks) == 1 and _is_mask(masks[0]) and masks[0].dtype == torch.bool
+    return (len(masks) == 1 and is_mask(masks[0]) and masks[0].dtype == torch.bool
             and isinstance(values, torch.Tensor) and values.numel() == 1)
 
 
 def index_put(inner):
     def h(func, args, kwargs):
         x, indices, values = args[0], args[1], args[2]
-        if not any(_is_mask(i) for i in indices) or any(_is_mask(i) and i.dim() == 0 for i in indices) \
+        if func is not aten._unsafe_index_put.default:
+            check_indices(x, indices)
+            check_index_put(x, indices, values)
+        if not any(is_mask(i) for i in indices) or any(is_mask(i) and i.dim() == 0 for i in indices) \
                 or _broadcast_scalar_mask(x, indices, values):
             return inner(func, args, kwargs)
         return func(x, _int_indices(indices), values, *args[3:], **(kwargs or {}))

@@ -4,21 +4,20 @@ the written arguments (through their views); out= tensors of another shape are r
 from __future__ import annotations
 
 import contextlib
-import sys
 import warnings
 
 import torch
 
 from xlanb.capture import record as rec
+from xlanb.capture.checks import check_out_on_cpu, user_stacklevel
 from xlanb.capture.datadep import cpu_cut
-from xlanb.capture.frames import is_library, user_location
+from xlanb.capture.frames import user_location
 from xlanb.capture.record import NoMetaKernel, plan_of
 from xlanb.capture.rng import take_key
 from xlanb.state import runtime_state
 from xlanb.capture.tensor import LazyTensor, storage_of, tensor_meta, value, view_chain, write_value
 from xlanb.capture.views import as_strided_view
 from xlanb.ir.node import contiguous_strides, make_node
-from xlanb.lower.fallback import host_dispatch
 
 _rt = runtime_state()
 
@@ -111,9 +110,13 @@ def mutation_handler(func):
             if type(t) is not LazyTensor:
                 return cpu_cut(func, args, kwargs)
         nargs, nkwargs = rec.to_node_args(iplan, args, kwargs)
+        on_miss = None
+        if out_names:
+            def on_miss(margs, mkwargs):
+                check_out_on_cpu(func, functional, margs, mkwargs, out_names)
         try:
             with _meta_resizes_quietly(bool(out_names)):
-                written_metas = rec.infer_meta(func, iplan, nargs, nkwargs)      # torch's checks and messages
+                written_metas = rec.infer_meta(func, iplan, nargs, nkwargs, on_miss)   # torch's checks and messages
         except NoMetaKernel:
             if out_names:
                 return _out_through_functional(func, functional, out_names, targets, args, kwargs)
@@ -173,45 +176,21 @@ def resize_out(t: LazyTensor, shape, strides, warn: bool = True) -> None:
             f"{_RESIZED} since it had shape {list(old.shape)}, which does not match the required output shape "
             f"{list(shape)}. This behavior is deprecated, and in a future PyTorch release outputs will not be "
             "resized unless they have zero elements. You can explicitly reuse an out tensor t by resizing it, "
-            "inplace, to zero elements with t.resize_(0).", UserWarning, stacklevel=_user_stacklevel())
+            "inplace, to zero elements with t.resize_(0).", UserWarning, stacklevel=user_stacklevel())
     resize_value(t, shape, tuple(strides))
-
-
-def _user_stacklevel() -> int:
-    """The stacklevel of the innermost user frame (warnings point at the user's line)."""
-    f, level = sys._getframe(1), 1
-    while f is not None and is_library(f.f_code.co_filename):
-        f, level = f.f_back, level + 1
-    return level
 
 
 def _out_through_functional(func, functional, out_names, targets, args, kwargs):
     """An out= op whose functional op has no meta kernel (nonzero, masked_select): torch's
     checks of the out= tensors on CPU, then the functional op as any op (data-dependent ops keep
     their device path), its results written into the resized out= tensors."""
-    _check_out_on_cpu(func, args, kwargs, out_names)
+    check_out_on_cpu(func, functional, args, kwargs, out_names)
     result = functional(*args, **{k: v for k, v in kwargs.items() if k not in out_names})
     results = result if isinstance(result, (tuple, list)) else (result,)
     for target, r in zip(targets, results):
         resize_out(target, r.shape, r.stride())
         write_value(target, value(r))
     return targets[0] if len(targets) == 1 else tuple(targets)
-
-
-def _check_out_on_cpu(func, args, kwargs, out_names) -> None:
-    """Runs func on one-element CPU tensors (and empty out= tensors of the out dtypes): what CPU
-    refuses (an out= dtype nonzero does not write), raised with CPU's message."""
-    def probe(x, out: bool):
-        if isinstance(x, torch.Tensor):
-            return torch.empty(0, dtype=x.dtype) if out else torch.zeros((1,) * x.dim(), dtype=x.dtype)
-        if isinstance(x, (list, tuple)):
-            return type(x)(probe(y, out) for y in x)
-        return torch.device("cpu") if isinstance(x, torch.device) else x
-    try:
-        with torch.no_grad(), host_dispatch():
-            func(*probe(tuple(args), False), **{k: probe(v, k in out_names) for k, v in kwargs.items()})
-    except (RuntimeError, TypeError, ValueError, IndexError) as cpu_error:
-        raise type(cpu_error)(str(cpu_error)) from None
 
 
 def _factory_out(functional, out_names):

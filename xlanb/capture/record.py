@@ -11,6 +11,7 @@ from __future__ import annotations
 import torch
 
 from xlanb.capture import rng
+from xlanb.capture.checks import check_select_from_empty_dim, raise_cpu_verdict_on_empty
 from xlanb.capture.frames import user_location
 from xlanb.state import runtime_state
 from xlanb.capture.tensor import LazyTensor, new_tensor, value
@@ -160,9 +161,10 @@ def follows_default_dtype(nargs) -> bool:
     return False
 
 
-def infer_meta(func, plan: OpPlan, nargs, nkwargs):
+def infer_meta(func, plan: OpPlan, nargs, nkwargs, on_miss=None):
     """Output Meta (or tuple of Meta/None) of func on these node arguments (and the default
-    dtype, which decides the result dtype of integer inputs promoted to float)."""
+    dtype, which decides the result dtype of integer inputs promoted to float). `on_miss(margs,
+    mkwargs)`, run when the meta kernel runs, makes the caller's own checks."""
     key = (meta_key(nargs), meta_key(nkwargs) if nkwargs else None, _default_dtype())
     try:
         return plan.meta_cache[key]
@@ -188,6 +190,10 @@ def infer_meta(func, plan: OpPlan, nargs, nkwargs):
         _raise_cpu_error(func, margs, mkwargs)
         raise
     tensors = [a for a in margs if isinstance(a, torch.Tensor)]
+    if tensors and all(a.numel() == 0 and a.dtype in _PROBED for a in tensors):
+        raise_cpu_verdict_on_empty(func, margs, mkwargs)
+    if on_miss is not None:
+        on_miss(margs, mkwargs)
     if _POINTWISE in func.tags:
         if all(a.dtype in _PROBED for a in tensors):
             out = _pointwise_on_cpu(func, margs, mkwargs, out, sum(a.numel() for a in tensors) <= 4096)
@@ -216,8 +222,16 @@ def _grad_dtype_meta(func, margs, mkwargs, out):
     return out.to(margs[0].dtype)
 
 
+def _select_meta(func, margs, mkwargs, out):
+    """index_select/gather of a size-0 dim: CPU's out-of-bounds error (the meta kernel has none)."""
+    check_select_from_empty_dim(func._schema.name.split("::")[1], margs[0], margs[1], margs[2])
+    return out
+
+
 # Ops whose meta kernel disagrees with torch's CPU kernel, which is the reference.
 _CPU_META = {
+    "aten.index_select.default": _select_meta,
+    "aten.gather.default": _select_meta,
     "aten.nansum.default": _nansum_meta,
     "aten._softmax_backward_data.default": _grad_dtype_meta,
     "aten._log_softmax_backward_data.default": _grad_dtype_meta,

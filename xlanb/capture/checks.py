@@ -1,0 +1,165 @@
+"""torch's argument checks that the meta kernels skip, made at the op with CPU's exception type
+and message: a program that CPU refuses must not compute something on xla, nor fail later at
+lowering (leaving its tensors unreadable).
+
+Each check reads shapes and dtypes only, never values, so nothing is computed."""
+
+from __future__ import annotations
+
+import sys
+import warnings
+
+import torch
+
+from xlanb.capture.frames import is_library
+from xlanb.lower.fallback import host_dispatch
+
+aten = torch.ops.aten
+
+_CPU_ERRORS = (RuntimeError, IndexError, ValueError, TypeError, NotImplementedError)
+
+
+def user_stacklevel() -> int:
+    """The stacklevel that makes a warning point at the innermost user frame, as torch's do."""
+    f, level = sys._getframe(1), 1
+    while f is not None and is_library(f.f_code.co_filename):
+        f, level = f.f_back, level + 1
+    return level
+
+
+def is_mask(i) -> bool:
+    return isinstance(i, torch.Tensor) and i.dtype in (torch.bool, torch.uint8)
+
+
+def check_indices(x, indices) -> None:
+    """x[indices] (aten.index / index_put): masks of the indexed dims' shape, no index into a
+    size-0 dim, index tensors that broadcast together; the uint8-mask deprecation warning."""
+    dim = 0
+    shapes = []
+    for i in indices:
+        if i is None:
+            dim += 1
+            continue
+        if is_mask(i):
+            if i.dtype == torch.uint8:
+                warnings.warn("indexing with dtype torch.uint8 is now deprecated, please use a dtype torch.bool "
+                              "instead.", UserWarning, stacklevel=user_stacklevel())
+            _check_mask(x, dim, i)
+            dim += i.dim()
+            continue
+        if dim < x.dim() and x.shape[dim] == 0 and i.numel() > 0:
+            raise IndexError("index is out of bounds for dimension with size 0")
+        shapes.append(tuple(i.shape))
+        dim += 1
+    try:
+        torch.broadcast_shapes(*shapes)
+    except RuntimeError:
+        raise IndexError("shape mismatch: indexing tensors could not be broadcast together with shapes "
+                         + ", ".join(str(list(s)) for s in shapes)) from None
+
+
+def _check_mask(x, dim: int, mask) -> None:
+    for j in range(mask.dim()):
+        if dim + j >= x.dim():
+            raise IndexError(f"too many indices for tensor of dimension {x.dim()}")
+        if mask.shape[j] != x.shape[dim + j]:
+            raise IndexError(f"The shape of the mask {list(mask.shape)} at index {j} does not match the shape "
+                             f"of the indexed tensor {list(x.shape)} at index {dim + j}")
+
+
+def check_index_put(x, indices, values) -> None:
+    """x[indices] = values with integer indices: the same dtype, and values that broadcast to
+    the indexing result's shape (CPU's order of checks)."""
+    if not isinstance(values, torch.Tensor):
+        return
+    if values.dtype != x.dtype:
+        raise RuntimeError(f"Index put requires the source and destination dtypes match, got "
+                           f"{_name(x.dtype)} for the destination and {_name(values.dtype)} for the source.")
+    if any(is_mask(i) for i in indices if i is not None):
+        return                  # checked again once the masks are integer indices
+    result = _index_shape(x, indices)
+    try:
+        fits = torch.broadcast_shapes(tuple(values.shape), result) == result
+    except RuntimeError:
+        fits = False
+    if not fits:
+        raise RuntimeError(f"shape mismatch: value tensor of shape {list(values.shape)} cannot be broadcast to "
+                           f"indexing result of shape {list(result)}")
+
+
+def _index_shape(x, indices) -> tuple:
+    meta = [None if i is None else torch.empty(i.shape, dtype=i.dtype, device="meta") for i in indices]
+    return tuple(aten.index.Tensor(torch.empty(x.shape, dtype=x.dtype, device="meta"), meta).shape)
+
+
+def _name(dtype: torch.dtype) -> str:
+    """torch's C++ name of a dtype (Float, Long, ...), as its messages print it."""
+    try:
+        return torch.empty(0, dtype=dtype).type().split(".")[-1].removesuffix("Tensor")
+    except (RuntimeError, TypeError):
+        return str(dtype).removeprefix("torch.")
+
+
+def check_select_from_empty_dim(name: str, x, dim: int, index) -> None:
+    """index_select/gather along a size-0 dim with a non-empty index: every index is out of
+    bounds (CPU's message; no value is needed to know it)."""
+    if x.dim() == 0 or index.numel() == 0 or x.shape[dim] != 0:
+        return
+    if name == "index_select":
+        raise RuntimeError("index_select(): self indexing axis dim should be positive")
+    raise RuntimeError(f"index 0 is out of bounds for dimension {dim % x.dim()} with size 0")
+
+
+def raise_cpu_verdict_on_empty(func, margs, mkwargs) -> None:
+    """An op whose tensors all have zero elements runs on CPU as it is (no data to read, so
+    CPU's answer is exact): what CPU refuses (max over a size-0 dim) is refused here."""
+    def cpu(x):
+        if isinstance(x, torch.Tensor):
+            return torch.empty_strided(x.shape, x.stride(), dtype=x.dtype)
+        if isinstance(x, (list, tuple)):
+            return type(x)(cpu(y) for y in x)
+        return torch.device("cpu") if isinstance(x, torch.device) else x
+    try:
+        with torch.no_grad(), host_dispatch(), warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            func(*cpu(tuple(margs)), **{k: cpu(v) for k, v in mkwargs.items()})
+    except _CPU_ERRORS as cpu_error:
+        raise type(cpu_error)(str(cpu_error)) from None
+
+
+def check_out_on_cpu(func, functional, args, kwargs, out_names) -> None:
+    """An out= op on small CPU zeros of its inputs' shapes (one element each when large), with
+    empty out= tensors of the out dtypes: when CPU refuses it but computes the functional op,
+    the refusal is about the out= tensors (all(out=<float>)), and is raised with CPU's message."""
+    small = sum(t.numel() for t in _tensors(args)) <= 4096
+
+    def probe(x, out: bool):
+        if isinstance(x, torch.Tensor):
+            if out:
+                return torch.empty(0, dtype=x.dtype)
+            return torch.zeros(x.shape if small else (1,) * x.dim(), dtype=x.dtype)
+        if isinstance(x, (list, tuple)):
+            return type(x)(probe(y, out) for y in x)
+        return torch.device("cpu") if isinstance(x, torch.device) else x
+    host_args = probe(tuple(args), False)
+    host_kwargs = {k: probe(v, k in out_names) for k, v in kwargs.items()}
+    with torch.no_grad(), host_dispatch(), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            func(*host_args, **host_kwargs)
+            return
+        except _CPU_ERRORS as e:
+            error = e
+        try:
+            functional(*host_args, **{k: v for k, v in host_kwargs.items() if k not in out_names})
+        except _CPU_ERRORS:
+            return              # the inputs' zeros, not the out= tensors, are what CPU refused
+    raise type(error)(str(error)) from None
+
+
+def _tensors(x):
+    if isinstance(x, torch.Tensor):
+        yield x
+    elif isinstance(x, (list, tuple)):
+        for y in x:
+            yield from _tensors(y)

@@ -66,8 +66,10 @@ def w3_setup(device):
     return step
 
 
-def w4_setup(device):
-    """`step()` for W4: TinyGPT, cross-entropy, AdamW with a LambdaLR warm-up (stepped every step)."""
+def w4_setup(device, schedule_outside=False):
+    """`step()` for W4: TinyGPT, cross-entropy, AdamW with a LambdaLR warm-up (stepped every step);
+    with schedule_outside, (the step without the scheduler, the scheduler's step): a replayed step
+    must not step a scheduler (its Python state would not advance on replayed calls)."""
     s = W4
     torch.manual_seed(0)
     model = TinyGPT().to(device)
@@ -80,15 +82,19 @@ def w4_setup(device):
     pos = torch.arange(s["seq"]).to(device)
     mask = torch.triu(torch.full((s["seq"], s["seq"]), -1e9), diagonal=1).to(device)
 
-    def step():
+    def train():
         opt.zero_grad()
         logits = model(idx, pos, mask)
         loss = F.cross_entropy(logits.view(-1, s["vocab"]), tgt.view(-1))
         loss.backward()
         opt.step()
+        return loss
+
+    def step():
+        loss = train()
         sched.step()
         return loss
-    return step
+    return (train, sched.step) if schedule_outside else step
 
 
 def w1_chain(x):

@@ -33,12 +33,13 @@ DOC = ROOT / "docs" / "performance.md"
 BEGIN, END = "<!-- bench:begin -->", "<!-- bench:end -->"
 SCRIPTS = {"xlanb": "xlanb_workloads.py", "jax": "jax_workloads.py", "torch": "torch_workloads.py"}
 JOBS = [   # (system, script argument, the --only name it belongs to), in the order of one round
-    ("jax", "W1", "W1"), ("xlanb", "W1", "W1"), ("xlanb", "W1torch", "W1"), ("torch", "W1", "W1"),
+    ("jax", "W1", "W1"), ("xlanb", "W1", "W1"), ("xlanb", "W1torch", "W1"), ("xlanb", "W1replay", "W1"),
+    ("torch", "W1", "W1"),
     ("jax", "W2", "W2"), ("xlanb", "W2", "W2"), ("torch", "W2", "W2"),
     ("jax", "W3", "W3"), ("xlanb", "W3", "W3"), ("xlanb", "W3compile", "W3"), ("xlanb", "W3torch", "W3"),
-    ("torch", "W3", "W3"),
+    ("xlanb", "W3replay", "W3"), ("torch", "W3", "W3"),
     ("jax", "W4", "W4"), ("xlanb", "W4", "W4"), ("xlanb", "W4compile", "W4"), ("xlanb", "W4torch", "W4"),
-    ("torch", "W4", "W4"),
+    ("xlanb", "W4replay", "W4"), ("torch", "W4", "W4"),
     ("xlanb", "W5", "W5"), ("xlanb", "notebook", "notebook"),
 ] + generation.JOBS + module_scopes.JOBS
 ALIASES = {"lowering": "W1", "memory": "W3"}

@@ -1,6 +1,6 @@
 """The workloads in ordinary PyTorch (bench/models.py), run on xlanb's xla device.
 
-Usage: python xlanb_workloads.py W1|W1torch|W2|W3|W3compile|W3torch|W4|W4compile|W4torch|W5|notebook
+Usage: python xlanb_workloads.py W1|W1torch|W1replay|W2|W3|W3compile|W3torch|W3replay|W4|W4compile|W4torch|W4replay|W5|notebook
 (W5 and the notebook cells are in xlanb_introspection.py; this script dispatches to them).
 """
 
@@ -77,8 +77,44 @@ def device_bytes(step) -> dict:
     return {f"device_{k}": memory.get(f"{k}_size_in_bytes", 0) for k in ("argument", "output", "temp", "alias")}
 
 
+def w1_replay():
+    x0 = torch.rand(128, 128).to("xla")
+    replayed("W1_replay", lambda: w1_chain(x0), 50)
+
+
+def w4_replay():
+    train, schedule = w4_setup("xla", schedule_outside=True)
+    replayed("W4_replay", train, W4_STEPS, after=schedule)
+
+
 def xlanb_compiled(body):
     return xlanb.compile(body, name="train_step")
+
+
+def xlanb_replayed(body):
+    return xlanb.compile(body, name="train_step", replay=True)
+
+
+def replayed(workload: str, body, steps: int, after=None):
+    """A step through `xlanb.compile(body, replay=True)`: first step, steady step (wait per step),
+    host time of the call alone (the previous step waited for), recompiles after step 2, calls
+    replayed; `after` (a scheduler's step) runs outside the replayed function."""
+    f, step, first = first_step(body, xlanb_replayed)
+    if after is not None:
+        after()
+    step()
+    after_two = compiles()
+    times, hosts = [], []
+    for _ in range(steps + 2):
+        t0 = perf()
+        f()
+        hosts.append(perf() - t0)
+        if after is not None:
+            after()
+        xlanb.sync(wait=True)
+        times.append(perf() - t0)
+    emit(workload, "xlanb", {"first_step": first, "steady_step": median(times[2:]), "host": median(hosts[2:]),
+                             "recompiles_after_2": compiles() - after_two, "replayed": f.replayed})
 
 
 def first_step(body, wrap=None):
@@ -176,5 +212,7 @@ def introspection(name):
 {"W1": w1, "W1torch": w1_torch_compile, "W2": w2,
  "W3torch": lambda: train_torch_compile("W3_torch_compile", w3_setup("xla"), W3_STEPS),
  "W4torch": lambda: train_torch_compile("W4_torch_compile", w4_setup("xla"), W4_STEPS), "W3": lambda: w3(False), "W3compile": lambda: w3(True), "W4": lambda: w4(False),
- "W4compile": lambda: w4(True), "W5": lambda: introspection("w5"),
+ "W4compile": lambda: w4(True), "W1replay": w1_replay,
+ "W3replay": lambda: replayed("W3_replay", w3_setup("xla"), W3_STEPS),
+ "W4replay": w4_replay, "W5": lambda: introspection("w5"),
  "notebook": lambda: introspection("notebook")}[sys.argv[1]]()

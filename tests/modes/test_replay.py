@@ -404,6 +404,22 @@ def test_a_number_that_changes_every_call_is_named():
     assert reason.startswith("two calls did different things: a Python number in the graph changed (2.5 -> 3.0)")
 
 
+def test_a_scheduler_stepped_inside_is_not_replayable():
+    model = nn.Linear(4, 1).to("xla")
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    sched = torch.optim.lr_scheduler.StepLR(opt, step_size=100)      # flat for 100 steps
+    x = torch.randn(3, 4).to("xla")
+
+    def body():
+        model(x).sum().backward()
+        opt.step()
+        opt.zero_grad()
+        sched.step()
+    (reason,) = not_replayable(body)
+    assert reason.startswith("StepLR.step() runs inside the body")
+    assert sched.last_epoch == 4
+
+
 def test_replay_is_refused_for_a_with_block():
     with pytest.raises(TypeError, match="replays a function"):
         with xlanb.compile(replay=True):

@@ -20,6 +20,7 @@ import sys
 import jax
 import numpy as np
 import torch
+from torch.optim.lr_scheduler import LRScheduler
 from torch.optim.optimizer import register_optimizer_step_pre_hook
 from torch.utils import _pytree as pytree
 
@@ -84,6 +85,7 @@ def trace_call(fn, args, kwargs, name: str, full_graph: bool, detector):
         hooks = (torch.nn.modules.module.register_module_forward_pre_hook(watcher.module),
                  register_optimizer_step_pre_hook(watcher.optimizer))
         engine = _count_backward(watcher)
+        schedule = _refuse_schedulers(trace)
         try:
             out = fn(*args, **kwargs)
         except BaseException:
@@ -95,6 +97,7 @@ def trace_call(fn, args, kwargs, name: str, full_graph: bool, detector):
             _rt.unsubscribe(watcher.event)
             if engine is not None:
                 torch.autograd._engine_run_backward = engine
+            LRScheduler.step = schedule
         if scope.detector is not None:
             _rt.observer = None
             scope.detector.end()
@@ -104,6 +107,20 @@ def trace_call(fn, args, kwargs, name: str, full_graph: bool, detector):
     finally:
         scope._restore()
     return out, trace
+
+
+def _refuse_schedulers(trace: Trace):
+    """An LR scheduler stepped inside the body makes it not replayable: its Python state (the epoch
+    count) would not advance on replayed calls, and a schedule that is flat for a while would then
+    replay a frozen learning rate. Returns the original step to put back."""
+    original = LRScheduler.step
+
+    def step(self, *args, **kwargs):
+        trace.fail(f"{type(self).__name__}.step() runs inside the body: its Python state would not advance on "
+                   "replayed calls; step the scheduler after the replayed function")
+        return original(self, *args, **kwargs)
+    LRScheduler.step = step
+    return original
 
 
 def _count_backward(watcher: "_Watcher"):

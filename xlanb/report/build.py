@@ -11,8 +11,8 @@ from xlanb.report.dag import draw_dag
 from xlanb.report.fusions import fusions
 from xlanb.report.modules import module_view
 from xlanb.report.model import (CachedRun, CellReport, EagerOp, EagerSummary, FallbackNote, Forced, GraphSection,
-                                IrText, PendingIR, PendingTensor, Recompile, Span, StageText, Summary, Tensor,
-                                Timeline, TorchCompile, Transfers, _ms)
+                                IrText, PendingIR, PendingTensor, Recompile, ReplayedFunction, ReplaySection, Span,
+                                StageText, Summary, Tensor, Timeline, TorchCompile, Transfers, _ms)
 from xlanb.report.sharding import devices_section
 from xlanb.report.timeline import timeline_svg
 from xlanb.report.where import Cells, Where, location_text, user_where
@@ -167,6 +167,8 @@ def _spans(evs, t0: float) -> tuple[tuple[Span, ...], int]:
             spans.append(Span("lower", e.name, end - (e.compile_ns + e.lower_ns) / 1e6, _ms(e.lower_ns)))
         elif isinstance(e, ev.Execute):
             spans.append(Span("execute", e.name, (e.wall - t0) * 1e3 - e.ns / 1e6, _ms(e.ns)))
+        elif isinstance(e, ev.Replay):      # in the execute lane: the whole replayed call
+            spans.append(Span("execute", f"{e.name} (replayed)", (e.wall - t0) * 1e3 - e.ns / 1e6, _ms(e.ns)))
         elif isinstance(e, ev.Transfer):
             spans.append(Span("transfer", e.direction, (e.wall - t0) * 1e3 - e.ns / 1e6, _ms(e.ns)))
     omitted = 0
@@ -192,7 +194,7 @@ def build_report(evs, ctx: CellContext = CellContext(), pending=None, *, failure
             pending = pending_section(snapshot, cells=ctx.cells, dag=ctx.style != "compact", failure=failure)
     runs: dict[str, tuple[int, int]] = {}          # graph key -> (executions, ns)
     for e in evs:
-        if isinstance(e, ev.Execute):
+        if isinstance(e, (ev.Execute, ev.Replay)):       # a replayed call launches a cached executable
             count, ns = runs.get(e.key, (0, 0))
             runs[e.key] = (count + 1, ns + e.ns)
     compiles = [e for e in evs if isinstance(e, ev.Compile)]
@@ -212,7 +214,7 @@ def build_report(evs, ctx: CellContext = CellContext(), pending=None, *, failure
         pending=pending, errors=errors,
         timeline=Timeline(spans, omitted, timeline_svg(spans, end_ms) if spans else ""),
         state=dict(ctx.state) if ctx.state is not None else None, torch_compile=_torch_compile(evs, ctx.cells),
-        memory=memory, devices=devices_section(evs))
+        memory=memory, devices=devices_section(evs), replay=_replay(evs))
 
 
 def _torch_compile(evs, cells: Cells) -> TorchCompile | None:
@@ -229,6 +231,31 @@ def _torch_compile(evs, cells: Cells) -> TorchCompile | None:
     return TorchCompile(tuple(graphs), tuple(breaks), tuple(recaptures))
 
 
+def _replay(evs) -> ReplaySection | None:
+    """Per function name: its replayed calls, and the guard failures and not-replayable reasons
+    (each text once, with how often it came)."""
+    found: dict[str, dict] = {}
+    for e in evs:
+        if isinstance(e, (ev.Replay, ev.ReplayMiss, ev.NotReplayable)):
+            f = found.setdefault(e.name, {"calls": 0, "ns": 0, "keys": [], "donated": 0, "misses": {},
+                                          "not_replayable": {}})
+            if isinstance(e, ev.Replay):
+                f["calls"] += 1
+                f["ns"] += e.ns
+                f["donated"] = e.donated
+                if e.key not in f["keys"]:
+                    f["keys"].append(e.key)
+            else:
+                reasons = f["misses"] if isinstance(e, ev.ReplayMiss) else f["not_replayable"]
+                reasons[e.reason] = reasons.get(e.reason, 0) + 1
+    if not found:
+        return None
+    return ReplaySection(tuple(
+        ReplayedFunction(name, f["calls"], _ms(f["ns"]), tuple(f["keys"]), f["donated"],
+                         tuple(f["misses"].items()), tuple(f["not_replayable"].items()))
+        for name, f in found.items()))
+
+
 def _transfers(evs, direction: str) -> Transfers:
     ts = [e for e in evs if isinstance(e, ev.Transfer) and e.direction == direction]
     return Transfers(len(ts), sum(e.nbytes for e in ts), _ms(sum(e.ns for e in ts)))
@@ -237,16 +264,21 @@ def _transfers(evs, direction: str) -> Transfers:
 def _summary(evs, forced, fallbacks) -> Summary:
     compiles = [e for e in evs if isinstance(e, ev.Compile)]
     executes = [e for e in evs if isinstance(e, ev.Execute)]
+    replays = [e for e in evs if isinstance(e, ev.Replay)]
     eager_compiles = sum(c.eager for c in compiles)
     eager_runs = sum(e.eager for e in executes)
+    # a replayed call launches an executable already in memory: an execution and a cache hit
+    # (emitting no Execute event); its time is the whole call's host time
     return Summary(
-        graphs_compiled=len(compiles) - eager_compiles, graphs_executed=len(executes) - eager_runs,
+        graphs_compiled=len(compiles) - eager_compiles,
+        graphs_executed=len(executes) - eager_runs + len(replays),
         eager_ops_compiled=eager_compiles, eager_ops_executed=eager_runs,
-        cache_hits=sum(e.cached for e in executes), cache_misses=len(compiles),
+        cache_hits=sum(e.cached for e in executes) + len(replays), cache_misses=len(compiles),
         persistent_hits=sum(c.persistent_hit for c in compiles),
         lower_ms=_ms(sum(c.lower_ns for c in compiles)), compile_ms=_ms(sum(c.compile_ns for c in compiles)),
-        execute_ms=_ms(sum(e.ns for e in executes)),
+        execute_ms=_ms(sum(e.ns for e in executes) + sum(e.ns for e in replays)),
         syncs=sum(1 for e in evs if isinstance(e, ev.Sync) and e.kind == "mark_step" and e.roots),
+        replayed=len(replays),
         forced=sum(f.count for f in forced if f.kind == "value"), fallbacks=len(fallbacks),
         to_device=_transfers(evs, "to_device"), from_device=_transfers(evs, "from_device"))
 
@@ -270,7 +302,7 @@ def _cached_runs(evs, compiled_keys: set) -> tuple[CachedRun, ...]:
     """Graphs compiled before this cell that it ran again."""
     cached: dict[str, list] = {}
     for e in evs:
-        if isinstance(e, ev.Execute) and not e.eager and e.key not in compiled_keys:
+        if (isinstance(e, ev.Replay) or isinstance(e, ev.Execute) and not e.eager) and e.key not in compiled_keys:
             entry = cached.setdefault(e.key, [e.name, 0, 0])
             entry[1] += 1
             entry[2] += e.ns

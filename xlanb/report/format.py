@@ -23,6 +23,11 @@ def format_ms(ms: float) -> str:
     return f"{ms:.1f} ms" if ms >= 1 else f"{ms:.2f} ms"
 
 
+def format_call_ms(ms: float) -> str:
+    """A short time per call: `66 \u00b5s` under 0.1 ms, else as format_ms (`0.21 ms`)."""
+    return f"{ms * 1000:.0f} \u00b5s" if ms < 0.1 else format_ms(ms)
+
+
 def format_bytes(n: float) -> str:
     """`512 B`, `1.5 KiB`, ... up to GiB."""
     for unit in ("B", "KiB", "MiB"):

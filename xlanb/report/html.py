@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import html
 
-from xlanb.report.format import format_bytes, format_ms, plural, tensors_text
+from xlanb.report.format import format_bytes, format_call_ms, format_ms, plural, tensors_text
 from xlanb.report.hlo import highlight
 from xlanb.report.insight import failure_html, fusions_html, link_fusions, memory_html, modules_html
-from xlanb.report.text import eager_line, fallback_line, forced_line, marked_ir_text, pending_line, summary_line
+from xlanb.report.text import (eager_line, fallback_line, forced_line, marked_ir_text, pending_line, replay_summary,
+                               summary_line)
 
 CSS = """
 .xlanb-report{font-family:var(--jp-ui-font-family,system-ui,sans-serif);font-size:13px;
@@ -166,13 +167,38 @@ def _eager_table(e) -> str:
     return f"<table {_TABLE}>{head}{rows}</table>" if rows else ""
 
 
+def _reasons_html(reasons, label: str) -> str:
+    return "".join(f"<li>{label}: {_e(reason)}" + (f" (x{n})" if n > 1 else "") + "</li>" for reason, n in reasons)
+
+
+def _replay_html(rp) -> str:
+    """Step replay: a row per function (calls replayed, host time per call, the executable), then
+    each guard failure and not-replayable reason once, with its count; open when there are any."""
+    head = "<tr><th>function</th><th>replayed calls</th><th>host per call</th><th>executable</th></tr>"
+    rows, items = [], []
+    for f in rp.functions:
+        per_call = format_call_ms(f.per_call_us / 1000) if f.calls else ""
+        keys = ", ".join(f"<code>{_e(k[:8])}</code>" for k in f.keys)
+        rows.append(f"<tr><td><b>{_e(f.name)}</b></td><td class=num>{f.calls}</td><td class=num>{per_call}</td>"
+                    f"<td>{keys}</td></tr>")
+        items.append(_reasons_html(f.misses, f"{_e(f.name)} traced instead")
+                     + _reasons_html(f.not_replayable, f"{_e(f.name)} not replayable"))
+    summary = _e(replay_summary(rp))
+    notes = "".join(items)
+    notes = f'<ul class="x-replay-notes">{notes}</ul>' if notes else ""
+    return _details(summary, f"<table {_TABLE} class=x-replay>{head}{''.join(rows)}</table>{notes}",
+                    open_=bool(notes), cls="x-replay-section")
+
+
 def render_html(r) -> str:
     """The report as one self-contained HTML fragment."""
     notes = _notes(r)
     body = [notes]
+    replay = _replay_html(r.replay) if r.replay is not None else ""
     if r.style == "compact":
-        return _wrap(r, notes + _graph_table(r), open_=bool(notes))
+        return _wrap(r, notes + _graph_table(r) + replay, open_=bool(notes))
     body.append(_graph_table(r))
+    body.append(replay)
     body += [_graph_details(g, r) for g in r.graphs]
     if r.torch_compile is not None:
         lines = r.torch_compile.lines()

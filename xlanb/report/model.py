@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+from xlanb.report.format import format_call_ms, plural
 from xlanb.report.schema import REPORT_SCHEMA_VERSION
 from xlanb.report.where import Where
 
@@ -277,6 +278,7 @@ class Summary:
     compile_ms: float = 0.0
     execute_ms: float = 0.0
     syncs: int = 0
+    replayed: int = 0            # replayed calls, counted in graphs_executed and cache_hits too (1.5)
     forced: int = 0
     fallbacks: int = 0
     to_device: Transfers = Transfers()
@@ -338,6 +340,54 @@ class TorchCompile:
 
 
 @dataclasses.dataclass(frozen=True)
+class ReplayedFunction:
+    """One `xlanb.compile(fn, replay=True)` function in the cell: its replayed calls, and why
+    other calls were traced instead (a guard failed) or can never be replayed (schema 1.5)."""
+    name: str
+    calls: int                   # calls replayed
+    host_ms: float               # their host time, all together (guards, launch, rebinding)
+    keys: tuple[str, ...]        # the executables launched, in first-use order
+    donated: int                 # input buffers donated per call (the last replayed call)
+    misses: tuple[tuple[str, int], ...] = ()           # (reason, count): traced instead
+    not_replayable: tuple[tuple[str, int], ...] = ()   # (reason, count)
+
+    @property
+    def per_call_us(self) -> float:
+        return round(self.host_ms * 1000 / self.calls, 1) if self.calls else 0.0
+
+    def lines(self) -> list[str]:
+        out = []
+        if self.calls:
+            keys = ", ".join(k[:8] for k in self.keys)
+            out.append(f"replay: {self.name} replayed {plural(self.calls, 'call')}, "
+                       f"{format_call_ms(self.per_call_us / 1000)} host per call, executable {keys}")
+        for reason, n in self.misses:
+            out.append(f"replay: {self.name} traced instead: {reason}" + (f" (x{n})" if n > 1 else ""))
+        for reason, n in self.not_replayable:
+            out.append(f"replay: {self.name} not replayable: {reason}" + (f" (x{n})" if n > 1 else ""))
+        return out
+
+    def to_json(self) -> dict:
+        return {"name": self.name, "calls": self.calls, "host_ms": self.host_ms, "per_call_us": self.per_call_us,
+                "keys": list(self.keys), "donated": self.donated,
+                "misses": [{"reason": r, "count": n} for r, n in self.misses],
+                "not_replayable": [{"reason": r, "count": n} for r, n in self.not_replayable],
+                "lines": self.lines()}
+
+
+@dataclasses.dataclass(frozen=True)
+class ReplaySection:
+    """Step replay in the cell, one entry per function name, in first-event order (schema 1.5)."""
+    functions: tuple[ReplayedFunction, ...] = ()
+
+    def lines(self) -> list[str]:
+        return [line for f in self.functions for line in f.lines()]
+
+    def to_json(self) -> dict:
+        return {"functions": [f.to_json() for f in self.functions], "lines": self.lines()}
+
+
+@dataclasses.dataclass(frozen=True)
 class CellReport:
     execution_count: int | None
     cell_id: str | None
@@ -358,6 +408,7 @@ class CellReport:
     devices: Any = None          # report.sharding.DevicesSection: shardings, collectives, loader (schema 1.3)
     torch_compile: TorchCompile | None = None   # torch.compile(backend="xlanb") in the cell (schema 1.2)
     memory: Any = None           # report.memory.MemoryReport: device memory by variable (1.3)
+    replay: ReplaySection | None = None   # xlanb.compile(fn, replay=True) in the cell (schema 1.5)
 
     @property
     def empty(self) -> bool:
@@ -365,7 +416,7 @@ class CellReport:
         s = self.summary
         return not (s.graphs_compiled or s.graphs_executed or s.eager_ops_compiled or s.eager_ops_executed
                     or s.to_device.count or s.from_device.count or s.syncs or self.forced or self.fallbacks
-                    or self.pending or self.errors or self.torch_compile)
+                    or self.pending or self.errors or self.torch_compile or self.replay)
 
     def to_json(self) -> dict[str, Any]:
         """The data, without its text renderings (report.serialize.render_json adds them)."""
@@ -387,4 +438,5 @@ class CellReport:
             "devices": self.devices.to_json() if self.devices is not None else None,
             "torch_compile": self.torch_compile.to_json() if self.torch_compile else None,
             "memory": self.memory.to_json() if self.memory else None,
+            "replay": self.replay.to_json() if self.replay else None,
         }

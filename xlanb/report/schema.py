@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from xlanb.report.sharding import DEVICES_SCHEMA
 
-REPORT_SCHEMA_VERSION = "1.4"
+REPORT_SCHEMA_VERSION = "1.5"
 MIME_TYPE = "application/vnd.xlanb.report+json"
 
 _where = {"type": ["object", "null"], "required": ["text"], "properties": {
@@ -67,6 +67,20 @@ _memory = {"type": ["object", "null"],
                           "device": {"type": "string"}, "capacity": {"type": ["integer", "null"]},
                           "stats": {"type": ["object", "null"]},
                           "warnings": {"type": "array", "items": {"type": "string"}}, "text": {"type": "string"}}}
+_reasons = {"type": "array", "items": {"type": "object", "required": ["reason", "count"], "properties": {
+    "reason": {"type": "string"}, "count": _count}}}
+_replay = {"type": ["object", "null"], "required": ["functions", "lines"], "properties": {
+    "functions": {"type": "array", "items": {"type": "object",
+                                             "required": ["name", "calls", "host_ms", "per_call_us", "keys",
+                                                          "misses", "not_replayable", "lines"],
+                                             "properties": {"name": {"type": "string"}, "calls": _count,
+                                                            "host_ms": _ms, "per_call_us": _ms,
+                                                            "keys": {"type": "array", "items": {"type": "string"}},
+                                                            "donated": _count, "misses": _reasons,
+                                                            "not_replayable": _reasons,
+                                                            "lines": {"type": "array",
+                                                                      "items": {"type": "string"}}}}},
+    "lines": {"type": "array", "items": {"type": "string"}}}}
 _graph = {"type": "object", "required": ["name", "key", "eager", "cause", "nodes", "inputs", "outputs",
                                           "lower_ms", "compile_ms", "executions", "execute_ms", "ir"],
           "properties": {
@@ -116,6 +130,7 @@ SCHEMA: dict = {
                         "eager_ops_compiled": _count, "eager_ops_executed": _count,
                         "cache_hits": _count, "cache_misses": _count, "persistent_hits": _count,
                         "lower_ms": _ms, "compile_ms": _ms, "execute_ms": _ms, "syncs": _count,
+                        "replayed": _count,
                         "forced": _count, "fallbacks": _count,
                         "to_device": _transfer, "from_device": _transfer, "text": {"type": "string"}}},
         "graphs": {"type": "array", "items": _graph},
@@ -155,6 +170,7 @@ SCHEMA: dict = {
                                                                 "start_ms": {"type": "number"}, "ms": _ms}}},
             "omitted": _count, "svg": {"type": "string"}}},
         "devices": DEVICES_SCHEMA,
+        "replay": _replay,
         "text": {"type": "string"},
     },
 }

@@ -13,7 +13,8 @@ def summary_line(r) -> str:
     s = r.summary
     parts = []
     if s.graphs_compiled or s.graphs_executed:
-        parts.append(f"{plural(s.graphs_compiled, 'graph')} compiled, {s.graphs_executed} executed")
+        replayed = f" ({s.replayed} replayed)" if s.replayed else ""
+        parts.append(f"{plural(s.graphs_compiled, 'graph')} compiled, {s.graphs_executed} executed{replayed}")
     if s.eager_ops_compiled or s.eager_ops_executed:
         parts.append(f"{plural(s.eager_ops_compiled, 'eager op')} compiled, {s.eager_ops_executed} run")
     if s.cache_hits or s.cache_misses:
@@ -91,6 +92,18 @@ def eager_line(e) -> str:
             f"({format_ms(e.execute_ms)})" + (f": {ops}{more}" if ops else ""))
 
 
+def replay_summary(rp) -> str:
+    """`replay: 8 calls replayed, 1 call traced instead, 1 function not replayable` (a section title)."""
+    parts = [f"{plural(sum(f.calls for f in rp.functions), 'call')} replayed"]
+    failed = sum(n for f in rp.functions for _, n in f.misses)
+    if failed:
+        parts.append(f"{plural(failed, 'call')} traced instead")
+    never = sum(1 for f in rp.functions if f.not_replayable)
+    if never:
+        parts.append(f"{plural(never, 'function')} not replayable")
+    return "replay: " + ", ".join(parts)
+
+
 def marked_ir_text(ir, highlight) -> str:
     """The IR text with the lines of a failing cell line marked `>>`."""
     if not highlight:
@@ -122,6 +135,8 @@ def render_text(r) -> str:
                     out += _indent(stage.text, "      ")
     if r.torch_compile is not None:
         out += ["  " + line for line in r.torch_compile.lines()]
+    if r.replay is not None:
+        out += ["  " + line for line in r.replay.lines()]
     if r.devices is not None:
         out += r.devices.text_lines(pictures=r.style != "compact")
     for c in r.cached:

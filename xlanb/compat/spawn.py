@@ -16,6 +16,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import time
 
 from xlanb.compat import devices
 
@@ -52,6 +53,32 @@ def _worker_env() -> dict:
     return env
 
 
+def _wait(procs, logs, grace_s: float = 10.0) -> list[str]:
+    """Waits for every replica; once one fails, the others get `grace_s` to finish (a replica
+    waiting in a collective for the failed one never would) and are then stopped. Returns the
+    failures, each with the end of its stderr; the others' stderr is passed on."""
+    failed_at = None
+    while True:
+        codes = [p.poll() for p in procs]
+        if failed_at is None and any(c not in (None, 0) for c in codes):
+            failed_at = time.monotonic()
+        if all(c is not None for c in codes) or (failed_at is not None and time.monotonic() - failed_at > grace_s):
+            break
+        time.sleep(0.05)
+    failures = []
+    for rank, (p, log) in enumerate(zip(procs, logs)):
+        log.seek(0)
+        err = log.read()
+        if p.poll() is None:
+            failures.append(f"process {rank} was stopped after another process failed")
+        elif p.returncode != 0:
+            failures.append(f"process {rank} exited with code {p.returncode}:\n{err[-4000:]}")
+        elif err:
+            sys.stderr.write(err)
+    failures.sort(key=lambda f: "was stopped" in f)        # the failures that caused the stop first
+    return failures
+
+
 def spawn(fn, args: tuple = (), nprocs: int | None = None, join: bool = True, daemon: bool = False,
           start_method: str = "spawn"):
     """Runs `fn(ordinal, *args)` in `nprocs` replicas (see the module docstring); returns None."""
@@ -73,21 +100,17 @@ def spawn(fn, args: tuple = (), nprocs: int | None = None, join: bool = True, da
             pickle.dump({"main": _main_module(), "argv": list(sys.argv), "cwd": os.getcwd(), "nprocs": nprocs,
                          "port": port}, f)
             pickle.dump((fn, tuple(args)), f)
+        logs = [open(os.path.join(tmp, f"stderr_{rank}.txt"), "w+") for rank in range(nprocs)]
         procs = [subprocess.Popen([sys.executable, "-m", "xlanb.compat.spawn_worker", payload, str(rank)],
-                                  env=_worker_env(), stdout=None if rank == 0 else subprocess.DEVNULL,
-                                  stderr=subprocess.PIPE, text=True) for rank in range(nprocs)]
-        failures = []
+                                  env=_worker_env(), stderr=logs[rank]) for rank in range(nprocs)]
         try:
-            for rank, p in enumerate(procs):
-                _, err = p.communicate()
-                if p.returncode != 0:
-                    failures.append(f"process {rank} exited with code {p.returncode}:\n{err[-4000:]}")
-                elif err:
-                    sys.stderr.write(err)
+            failures = _wait(procs, logs)
         finally:
             for p in procs:
                 if p.poll() is None:
                     p.kill()
+            for log in logs:
+                log.close()
         if failures:
             raise ProcessExitedException("xmp.spawn: " + "\n".join(failures))
     return None

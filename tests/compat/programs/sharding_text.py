@@ -1,0 +1,68 @@
+"""Run on 8 CPU devices with the compat layer: torch_xla's sharding text and XLAShardedTensor."""
+
+import json
+
+import numpy as np
+import torch
+
+import xlanb.compat
+
+xlanb.compat.install()
+
+import torch_xla  # noqa: E402
+import torch_xla.distributed.parallel_loader as pl  # noqa: E402
+import torch_xla.distributed.spmd as xs  # noqa: E402
+import torch_xla.runtime as xr  # noqa: E402
+
+n = xr.global_runtime_device_count()
+ids = np.arange(n)
+out = {"devices": n}
+mesh1 = xs.Mesh(ids, (n,), ("data",))
+mesh2 = xs.Mesh(ids, (2, n // 2), ("x", "y"))
+
+t = torch.randn(16, 8).to("xla")
+xt = xs.mark_sharding(t, xs.Mesh(ids, (1, n)), (0, 1))
+out["1x8"] = torch_xla._XLAC._get_xla_sharding_spec(t)
+out["xt_spec"] = xt.sharding_spec
+out["xt_type"] = int(xt.sharding_type)
+out["xt_is_t"] = xt.global_tensor is t
+out["shards"] = [[s.shard_device, [[i.start, i.stop] for i in s.indices], s.replica_id, list(s.data.shape)]
+                 for s in xt.local_shards]
+out["shards_equal"] = bool(torch.equal(torch.cat([s.data for s in xt.local_shards], dim=1), t.cpu()))
+
+v = torch.arange(16.0).to("xla")
+xs.mark_sharding(v, mesh1, ("data",))
+out["1d"] = torch_xla._XLAC._get_xla_sharding_spec(v)
+flipped = torch.zeros(8, 16).to("xla")
+xs.mark_sharding(flipped, xs.Mesh(np.flip(ids), (1, n)), (0, 1))
+out["flipped"] = torch_xla._XLAC._get_xla_sharding_spec(flipped)
+
+r = torch.ones(4, 4).to("xla")
+xr_ = xs.mark_sharding(r, mesh2, (None, None))
+out["replicated"] = torch_xla._XLAC._get_xla_sharding_spec(r)
+out["replicated_type"] = int(xr_.sharding_type)
+out["replicated_indices"] = [s.indices is Ellipsis for s in xr_.local_shards]
+
+p = torch.ones(16, 16).to("xla")
+xp_ = xs.mark_sharding(p, mesh2, ("x", None))
+out["partial"] = torch_xla._XLAC._get_xla_sharding_spec(p)
+out["partial_type"] = int(xp_.sharding_type)
+q = torch.ones(16, 16).to("xla")
+xs.mark_sharding(q, mesh2, (None, ("y", "x")))
+out["tupled"] = torch_xla._XLAC._get_xla_sharding_spec(q)
+
+# a pending tensor's sharding after propagation
+w = (t * 2).sum(dim=1, keepdim=True) + 0.5
+out["pending_value"] = bool(torch.allclose(w.cpu(), (t.cpu() * 2).sum(dim=1, keepdim=True) + 0.5))
+
+xs.clear_sharding(t)
+out["cleared"] = torch_xla._XLAC._get_xla_sharding_spec(t)
+out["global_mesh_none"] = xs.get_global_mesh() is None
+xs.set_global_mesh(mesh2)
+out["global_mesh"] = xs.get_global_mesh() is mesh2
+out["1d_mesh"] = [xs.get_1d_mesh("data").axis_names, xs.get_1d_mesh().axis_names, xs.get_1d_mesh().size()]
+
+batches = [torch.arange(32.0).reshape(16, 2) + i for i in range(2)]
+loader = pl.MpDeviceLoader(batches, torch_xla.device(), input_sharding=xs.ShardingSpec(mesh1, ("data", None)))
+out["loader"] = [torch_xla._XLAC._get_xla_sharding_spec(b) for b in loader]
+print("RESULT " + json.dumps(out))

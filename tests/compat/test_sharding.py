@@ -1,0 +1,44 @@
+"""`torch_xla.distributed.spmd` on 8 CPU devices (in a subprocess: XLA_FLAGS must be set before jax
+starts): torch_xla's sharding text for 1-D, 2-D, replicated, partially replicated and tupled specs."""
+
+import pytest
+
+from conftest import PROGRAMS, result_of, run_python
+
+ALL = ",".join(str(i) for i in range(8))
+
+
+@pytest.fixture(scope="module")
+def result():
+    return result_of(run_python(str(PROGRAMS / "sharding_text.py"), devices=8))
+
+
+def test_tiled_specs_list_their_devices(result):
+    assert result["devices"] == 8
+    assert result["1x8"] == result["xt_spec"] == f"{{devices=[1,8]{ALL}}}"
+    assert result["1d"] == f"{{devices=[8]{ALL}}}"
+    assert result["flipped"] == "{devices=[1,8]7,6,5,4,3,2,1,0}"
+    assert result["xt_type"] == 3                 # ShardingType.TILED
+    assert result["xt_is_t"]
+
+
+def test_replicated_and_partially_replicated_specs(result):
+    assert result["replicated"] == "{replicated}" and result["replicated_type"] == 0
+    assert result["replicated_indices"] == [True] * 8
+    assert result["partial"] == f"{{devices=[2,1,4]{ALL} last_tile_dim_replicate}}" and result["partial_type"] == 5
+    assert result["tupled"] == "{devices=[1,8]0,4,1,5,2,6,3,7}"
+
+
+def test_local_shards_hold_each_devices_tile(result):
+    assert result["shards"] == [[f"CPU:{i}", [[0, 16], [i, i + 1]], 0, [16, 1]] for i in range(8)]
+    assert result["shards_equal"] and result["pending_value"]
+
+
+def test_clear_sharding_global_mesh_and_1d_mesh(result):
+    assert result["cleared"] == ""
+    assert result["global_mesh_none"] and result["global_mesh"]
+    assert result["1d_mesh"] == [["data"], ["axis_0"], 8]
+
+
+def test_mp_device_loader_input_sharding_splits_the_batch(result):
+    assert result["loader"] == [f"{{devices=[8,1]{ALL}}}"] * 2

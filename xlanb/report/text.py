@@ -135,12 +135,12 @@ def render_text(r) -> str:
                     out += _indent(stage.text, "      ")
     if r.torch_compile is not None:
         out += ["  " + line for line in r.torch_compile.lines()]
-    if r.replay is not None:
-        out += ["  " + line for line in r.replay.lines()]
     if r.devices is not None:
         out += r.devices.text_lines(pictures=r.style != "compact")
     for c in r.cached:
         out.append(f"  graph {c.name} [{c.key[:8]}] from cache, ran {c.executions}x ({format_ms(c.execute_ms)})")
+    if r.replay is not None:
+        out += ["  " + line for line in r.replay.lines()]
     if r.eager.compiles or r.eager.executions:
         out.append("  " + eager_line(r.eager))
     for f in r.forced:

@@ -18,7 +18,7 @@ from xlanb.report.build import relocate
 from xlanb.state import runtime_state
 
 _rt = runtime_state()
-RUNTIME_MAGICS = ("xla_env", "xla_reset", "xla_debug", "xla_config")
+RUNTIME_MAGICS = ("xla_env", "xla_reset", "xla_debug", "xla_config", "xla_compat")
 
 
 @dataclasses.dataclass

@@ -1,4 +1,4 @@
-"""The runtime magics: %xla_env, %xla_reset, %xla_debug LEVEL, %xla_config key=value."""
+"""The runtime magics: %xla_env, %xla_reset, %xla_debug LEVEL, %xla_config key=value, %xla_compat [on|off]."""
 
 from __future__ import annotations
 
@@ -116,3 +116,22 @@ class RuntimeMagics(Magics):
         except ValueError as error:
             raise UsageError(f"%xla_config: {error}") from None
         print(", ".join(f"{k} = {v!r}" for k, v in changes.items()))
+
+    @line_magic
+    def xla_compat(self, line):
+        """%xla_compat [on|off]: `import torch_xla...` resolves to xlanb in this kernel
+        (xlanb.compat.install()), so torch_xla's notebooks run unchanged; `off` takes torch_xla's
+        names out again. docs/torch_xla.md lists what is covered."""
+        from xlanb import compat
+        arg = line.strip() or "on"
+        if arg == "on":
+            try:
+                compat.install()
+            except RuntimeError as error:
+                raise UsageError(str(error)) from None
+            print("xlanb.compat: torch_xla's modules now resolve to xlanb (docs/torch_xla.md lists what is covered)")
+        elif arg == "off":
+            compat.uninstall()
+            print("xlanb.compat: torch_xla's names removed (modules that imported them keep what they hold)")
+        else:
+            raise UsageError(f"%xla_compat takes on or off, got {arg!r}")

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from xlanb._config import config, fix_field
-from xlanb.capture import dispatch, factories, nodynamo
+from xlanb.capture import dispatch, factories, nodtensor, nodynamo
 from xlanb.capture.device import register_device
 from xlanb.capture.modules import keep_ties_on_move
 from xlanb.state import runtime_state
@@ -11,12 +11,14 @@ from xlanb.state import runtime_state
 
 def install():
     """Registers the device, the dispatch, the factories and the module patch, and keeps
-    torch._dynamo unimported until torch.compile needs it (once per process); returns the device."""
+    torch._dynamo and torch.distributed.tensor unimported until torch.compile or DTensor needs
+    them (once per process); returns the device."""
     rt = runtime_state()
     if rt.device is None:
         rt.device = register_device(config().device_name)
         fix_field("device_name", "torch's PrivateUse1 backend can be renamed once per process")
         dispatch.install()
+        nodtensor.install()
         factories.register_factories()
         keep_ties_on_move()
         nodynamo.install()

@@ -23,7 +23,7 @@ from xlanb.capture import record as rec
 from xlanb.capture.datadep import cpu_cut
 from xlanb.capture.frames import user_frames, user_location
 from xlanb.capture.views import _AS_STRIDED, _REINTERPRETING, as_strided_view, check_no_replayed_views
-from xlanb.capture.mutations import lookup, mutation_handler, resize_, set_, unsupported_mutation
+from xlanb.capture.mutations import lookup, mutation_handler, resize_, set_, set_storage, unsupported_mutation
 from xlanb.capture.realize import check_execution, copy_across, eager_replay, eager_run, to_cpu
 from xlanb.capture.record import NoMetaKernel, OpPlan, plan_of
 from xlanb.capture.tensor import (LazyTensor, ViewStep, new_tensor, new_view, storage_of, tensor_meta, value,
@@ -222,6 +222,8 @@ SPECIAL = {
     "aten.resize_.default": resize_,
     "aten.resize_as_.default": resize_,
     "aten.set_.source_Tensor": set_,
+    "aten.set_.source_Storage": set_storage,
+    "aten.set_.source_Storage_storage_offset": set_storage,
 }
 
 

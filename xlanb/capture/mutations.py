@@ -15,7 +15,8 @@ from xlanb.capture.frames import user_location
 from xlanb.capture.record import NoMetaKernel, plan_of
 from xlanb.capture.rng import take_key
 from xlanb.state import runtime_state
-from xlanb.capture.tensor import LazyTensor, storage_of, tensor_meta, value, view_chain, write_value
+from xlanb.capture.tensor import (LazyTensor, new_view, storage_at, storage_of, tensor_meta, value, view_chain,
+                                  write_value)
 from xlanb.capture.views import as_strided_view
 from xlanb.ir.node import contiguous_strides, make_node
 
@@ -277,6 +278,32 @@ def set_(func, args, kwargs):
         self.data = src                      # the wrapper's sizes, strides and storage, not a value
     self._node, self._storage = None, storage
     self._views, self._view_version, self._view_node = view_chain(src), -1, None
+    return self
+
+
+def set_storage(func, args, kwargs):
+    """`t.set_(storage, offset, size, stride)`: t becomes a view of the xla storage whose
+    untyped_storage() that is (whole, as 1-d, when no layout is given), as on CPU."""
+    self, untyped = args[0], args[1]
+    kw = dict(zip(("storage_offset", "size", "stride"), args[2:]), **(kwargs or {}))
+    storage = storage_at(untyped.data_ptr()) if untyped.device == self.device else None
+    if type(self) is not LazyTensor or storage is None:
+        raise RuntimeError(
+            f"set_() of an xla tensor takes the untyped_storage() of an xla tensor; got a storage on "
+            f"{untyped.device}: move the tensor it came from to '{self.device}' first")
+    root = storage.node.meta
+    if root.dtype != self.dtype:
+        raise NotImplementedError(
+            f"set_() of an xla tensor of dtype {self.dtype} to a storage of {root.dtype} values is not supported "
+            f"on xla; take a view of the tensor that owns the storage (`.view({self.dtype})`) instead")
+    size = tuple(kw.get("size", (root.numel,)))
+    stride = kw.get("stride")
+    stride = contiguous_strides(size) if stride is None or len(stride) == 0 and size else tuple(stride)
+    view = as_strided_view(new_view(storage, (), root), size, stride, int(kw.get("storage_offset", 0)))
+    with torch._C._DisableTorchDispatch():
+        self.data = view                     # the wrapper's sizes, strides and storage, not a value
+    self._node, self._storage = None, storage
+    self._views, self._view_version, self._view_node = view._views, -1, None
     return self
 
 

@@ -27,12 +27,43 @@ _rt = runtime_state()
 class Storage:
     """The shared base value of a tensor and its views."""
 
-    __slots__ = ("node", "version", "replay_hazard", "__weakref__")
+    __slots__ = ("node", "version", "replay_hazard", "address", "untyped", "__weakref__")
 
     def __init__(self, node: Node):
         self.node = node
         self.version = 0
         self.replay_hazard = None       # a weakref to a view autograd would replay wrongly (capture.views)
+        self.address = None             # its fake device address, given when first asked (storage_address)
+        self.untyped = None             # its torch.UntypedStorage, made when first asked
+
+
+# Storage identity as torch defines it: each storage has its own address, a view's data_ptr() is
+# its storage's plus storage_offset * itemsize. xla values live in device buffers that move, so
+# the addresses are fake, given from a counter in an address range no host memory uses, each
+# storage's bytes apart (code that compares ranges, like safetensors' sharing checks, sees
+# disjoint storages as disjoint). Nothing may read through them.
+_ADDRESS_ALIGN = 256
+_next_address = [1 << 44]
+_by_address: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
+
+
+def storage_nbytes(storage: Storage) -> int:
+    meta = storage.node.meta
+    return meta.numel * meta.dtype.itemsize
+
+
+def storage_address(storage: Storage) -> int:
+    if storage.address is None:
+        storage.address = _next_address[0]
+        size = max(storage_nbytes(storage), 1)
+        _next_address[0] += (size + 2 * _ADDRESS_ALIGN - 1) // _ADDRESS_ALIGN * _ADDRESS_ALIGN
+        _by_address[storage.address] = storage
+    return storage.address
+
+
+def storage_at(address: int) -> Storage | None:
+    """The Storage whose untyped_storage() has this data_ptr() (set_(storage, ...))."""
+    return _by_address.get(address)
 
 
 class ViewStep:
@@ -77,6 +108,19 @@ class LazyTensor(torch.Tensor):
         elif self.requires_grad:
             suffix += ", requires_grad=True"
         return text[:-1] + suffix + ")"
+
+    def data_ptr(self) -> int:
+        """A fake address, unique to the tensor's storage (views share it, offset as torch offsets them)."""
+        return storage_address(storage_of(self)) + self.storage_offset() * self.element_size()
+
+    def untyped_storage(self) -> torch.UntypedStorage:
+        """The storage shared with every view: data_ptr(), nbytes() and size() as torch answers them
+        (its bytes stay on the device: read values through the tensor)."""
+        s = storage_of(self)
+        if s.untyped is None or s.untyped.nbytes() != storage_nbytes(s):
+            s.untyped = torch._C._construct_storage_from_data_pointer(storage_address(s), self.device,
+                                                                      storage_nbytes(s))
+        return s.untyped
 
     # Methods torch refuses for subclasses, or that must not pickle device state.
     def tolist(self):

@@ -347,3 +347,24 @@ def test_xla_debugging_entry_points():
     a, b = torch_xla._XLAC._xla_get_tensor_id(t1), torch_xla._XLAC._xla_get_tensor_id(t2)
     assert a != b and torch_xla._XLAC._xla_get_tensor_id(t1) == a
     assert torch_xla._XLAC._xla_get_default_device() == "xla:0"
+
+
+def test_an_async_closure_that_raises_fails_the_next_sync_and_stops_the_ones_after_it():
+    import torch_xla
+    import torch_xla.core.xla_model as xm
+    from xlanb.compat.steps import wait_async_closures
+    ran = []
+
+    def fail():
+        raise ValueError("closure failed")
+    xm.add_step_closure(fail, run_async=True)
+    xm.add_step_closure(lambda: ran.append("after"), run_async=True)
+    torch_xla.sync()
+    wait_async_closures()
+    assert ran == []
+    xm.add_step_closure(lambda: ran.append("next"), run_async=True)
+    with pytest.raises(RuntimeError, match="an asynchronous step closure raised ValueError: closure failed"):
+        torch_xla.sync()
+    torch_xla.sync()                           # the error is raised once
+    wait_async_closures()
+    assert ran == []

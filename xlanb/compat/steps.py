@@ -5,7 +5,8 @@ A step closure (`xm.add_step_closure`) runs after the step that was pending when
 been launched, at the next `torch_xla.sync()` (or `xm.mark_step()`, the end of a `torch_xla.compile`
 body, an `MpDeviceLoader` step), in the order closures were added; tensors it reads are computed
 by then, so reading them runs nothing more. `run_async=True` closures run in order on one
-background thread, as torch_xla's AsyncClosureHandler does.
+background thread, as torch_xla's AsyncClosureHandler does; one that raises stops the async
+closures after it, and the next sync raises a RuntimeError from its exception.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from xlanb.runtime import executor
 _closures: list = []           # (closure, args), run after the next sync, in order
 _async_closures: list = []
 _async_runner: list = []       # the one background thread's executor, made on first use
+_async_errors: list = []       # an exception an async closure raised, re-raised at the next sync
 
 
 def add_step_closure(closure, args: tuple = (), run_async: bool = False) -> None:
@@ -36,18 +38,32 @@ def add_step_closure(closure, args: tuple = (), run_async: bool = False) -> None
 def run_step_closures() -> None:
     """The closures queued so far: async ones handed to the background thread, then the others
     here, in the order they were added (a closure that adds one queues it for the next step)."""
+    if _async_errors:
+        error = _async_errors[0]
+        _async_errors.clear()
+        _async_closures.clear()
+        raise RuntimeError(f"an asynchronous step closure raised {type(error).__name__}: {error}") from error
     if _async_closures:
         pending = list(_async_closures)
         _async_closures.clear()
         if not _async_runner:
             _async_runner.append(concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="xla_step_closures"))
         for closure, args in pending:
-            _async_runner[0].submit(closure, *args)
+            _async_runner[0].submit(_run_async, closure, args)
     if _closures:
         pending = list(_closures)
         _closures.clear()
         for closure, args in pending:
             closure(*args)
+
+
+def _run_async(closure, args) -> None:
+    if _async_errors:            # an earlier closure failed: the rest do not run
+        return
+    try:
+        closure(*args)
+    except Exception as error:   # kept for the main thread: raised at its next sync
+        _async_errors.append(error)
 
 
 def wait_async_closures() -> None:

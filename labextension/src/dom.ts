@@ -42,6 +42,11 @@ export function formatMs(ms: number): string {
   return ms >= 1 ? `${ms.toFixed(1)} ms` : `${ms.toFixed(2)} ms`;
 }
 
+/** A short time per call, as report/format.py's format_call_ms: `66 µs` under 0.1 ms, else formatMs. */
+export function formatCallMs(ms: number): string {
+  return ms < 0.1 ? `${(ms * 1000).toFixed(0)} \u00b5s` : formatMs(ms);
+}
+
 export function formatBytes(n: number): string {
   const units = ['B', 'KiB', 'MiB', 'GiB'];
   let i = 0;

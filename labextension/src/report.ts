@@ -7,9 +7,21 @@
  */
 
 import { devicesSection, IDevices } from './devices';
-import { codeBox, formatBytes, formatMs, h, kvTable, plural, svgBox, table, tabs, tensorsText } from './dom';
+import {
+  codeBox,
+  formatBytes,
+  formatCallMs,
+  formatMs,
+  h,
+  kvTable,
+  plural,
+  svgBox,
+  table,
+  tabs,
+  tensorsText
+} from './dom';
 import { failureLine, fusionsTable, irPanel, linkFusions, memorySection, modulesPanel } from './insight';
-import { IGraph, IPending, IReport, ITorchCompile, isSupported } from './types';
+import { IGraph, IPending, IReason, IReplay, IReport, ITorchCompile, isSupported } from './types';
 
 export interface IRenderOptions {
   /** Output produced in this session; untrusted SVG is shown through <img>. */
@@ -368,6 +380,64 @@ export function torchCompileSection(tc: ITorchCompile): HTMLElement {
   return d;
 }
 
+/** `replay: 8 calls replayed, 1 call traced instead, 1 function not replayable` (report/text.py's replay_summary). */
+export function replaySummary(rp: IReplay): string {
+  const fs = rp.functions || [];
+  const parts = [`${plural(fs.reduce((n, f) => n + f.calls, 0), 'call')} replayed`];
+  const failed = fs.reduce((n, f) => n + (f.misses || []).reduce((m, r) => m + r.count, 0), 0);
+  if (failed) {
+    parts.push(`${plural(failed, 'call')} traced instead`);
+  }
+  const never = fs.filter(f => (f.not_replayable || []).length).length;
+  if (never) {
+    parts.push(`${plural(never, 'function')} not replayable`);
+  }
+  return `replay: ${parts.join(', ')}`;
+}
+
+/**
+ * Step replay (xlanb.compile(fn, replay=True)): a row per function with its replayed calls, host
+ * time per call and executable, then each guard failure and not-replayable reason once with its
+ * count; the same facts as ReplayedFunction.lines() (xlanb/report/model.py). Open when a call
+ * traced instead or a function cannot be replayed.
+ */
+export function replaySection(rp: IReplay): HTMLElement {
+  const fs = rp.functions || [];
+  const ul = h('ul', { class: 'xl-notes xl-replay-notes' });
+  const add = (cls: string, kind: string, label: string, name: string, reasons: IReason[]) => {
+    for (const r of reasons || []) {
+      const n = r.count > 1 ? ` (x${r.count})` : '';
+      const tag = h('span', { class: `xl-tag xl-${kind}`, text: label });
+      ul.append(h('li', { class: cls }, tag, `${name}: ${r.reason}${n}`));
+    }
+  };
+  for (const f of fs) {
+    add('xl-replay-miss', 'recompile', 'traced instead', f.name, f.misses);
+    add('xl-replay-never', 'forced', 'not replayable', f.name, f.not_replayable);
+  }
+  const d = h(
+    'details',
+    { class: 'xl-replay', open: ul.children.length > 0 },
+    h('summary', {}, replaySummary(rp))
+  );
+  const t = table(
+    ['function', 'replayed calls', 'host per call', 'executable'],
+    fs.map(f => [
+      h('b', { text: f.name }),
+      f.calls,
+      f.calls ? formatCallMs(f.per_call_us / 1000) : '',
+      h('code', { text: (f.keys || []).map(k => k.slice(0, 8)).join(', ') })
+    ]),
+    [1, 2]
+  );
+  t.classList.add('xl-replay-table');
+  d.append(t);
+  if (ul.children.length) {
+    d.append(ul);
+  }
+  return d;
+}
+
 function timelineSection(r: IReport, opts: IRenderOptions): HTMLElement | null {
   if (!r.timeline || !r.timeline.spans.length) {
     return null;
@@ -408,6 +478,9 @@ export function renderReport(r: unknown, opts: IRenderOptions): HTMLElement {
   const gt = graphTable(r);
   if (gt) {
     top.append(h('div', { class: 'xl-scrollx' }, gt));
+  }
+  if (r.replay) {
+    top.append(replaySection(r.replay));
   }
   if (r.cell.style !== 'compact') {
     for (const g of r.graphs) {

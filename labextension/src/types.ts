@@ -193,6 +193,8 @@ export interface ISummary {
   compile_ms: number;
   execute_ms: number;
   syncs: number;
+  /** Replayed calls among graphs_executed (1.5). */
+  replayed?: number;
   forced: number;
   fallbacks: number;
   to_device: ITransfer;
@@ -236,6 +238,37 @@ export interface IReport {
   state?: IRuntimeState;
   memory?: IMemory | null;
   torch_compile?: ITorchCompile | null;
+  replay?: IReplay | null;
+}
+
+/** A reason said in the cell, once, with how often it came. */
+export interface IReason {
+  reason: string;
+  count: number;
+}
+
+/** One xlanb.compile(fn, replay=True) function in the cell (schema 1.5). */
+export interface IReplayedFunction {
+  name: string;
+  /** Calls replayed (0 when every call traced). */
+  calls: number;
+  host_ms: number;
+  /** Host time per replayed call, the mean, in microseconds. */
+  per_call_us: number;
+  /** The executables launched, in first-use order. */
+  keys: string[];
+  donated?: number;
+  /** Calls traced instead: the failed guard. */
+  misses: IReason[];
+  /** Why the traced calls cannot be replayed. */
+  not_replayable: IReason[];
+  lines: string[];
+}
+
+/** Step replay in the cell (schema 1.5). */
+export interface IReplay {
+  functions: IReplayedFunction[];
+  lines: string[];
 }
 
 /** An FX graph torch.compile(backend="xlanb") handed to the backend (schema 1.2). */

@@ -15,7 +15,7 @@ from xlanb.report.model import (CachedRun, CellReport, EagerOp, EagerSummary, Fa
                                 StageText, Summary, Tensor, Timeline, TorchCompile, Transfers, _ms)
 from xlanb.report.sharding import devices_section
 from xlanb.report.timeline import timeline_svg
-from xlanb.report.where import Cells, Where, location_text, user_where
+from xlanb.report.where import Cells, Where, location_text, rewrite_locations, user_where
 
 STYLES = ("on", "compact", "full")
 IR_LINES = 400          # IR lines kept per graph ("on" and "compact"; "full" keeps all)
@@ -214,7 +214,7 @@ def build_report(evs, ctx: CellContext = CellContext(), pending=None, *, failure
         pending=pending, errors=errors,
         timeline=Timeline(spans, omitted, timeline_svg(spans, end_ms) if spans else ""),
         state=dict(ctx.state) if ctx.state is not None else None, torch_compile=_torch_compile(evs, ctx.cells),
-        memory=memory, devices=devices_section(evs), replay=_replay(evs))
+        memory=memory, devices=devices_section(evs), replay=_replay(evs, ctx.cells))
 
 
 def _torch_compile(evs, cells: Cells) -> TorchCompile | None:
@@ -231,9 +231,9 @@ def _torch_compile(evs, cells: Cells) -> TorchCompile | None:
     return TorchCompile(tuple(graphs), tuple(breaks), tuple(recaptures))
 
 
-def _replay(evs) -> ReplaySection | None:
+def _replay(evs, cells: Cells) -> ReplaySection | None:
     """Per function name: its replayed calls, and the guard failures and not-replayable reasons
-    (each text once, with how often it came)."""
+    (each text once, with how often it came; a cell's `file:line` in it named `cell line L`)."""
     found: dict[str, dict] = {}
     for e in evs:
         if isinstance(e, (ev.Replay, ev.ReplayMiss, ev.NotReplayable)):
@@ -247,7 +247,8 @@ def _replay(evs) -> ReplaySection | None:
                     f["keys"].append(e.key)
             else:
                 reasons = f["misses"] if isinstance(e, ev.ReplayMiss) else f["not_replayable"]
-                reasons[e.reason] = reasons.get(e.reason, 0) + 1
+                reason = rewrite_locations(e.reason, cells)
+                reasons[reason] = reasons.get(reason, 0) + 1
     if not found:
         return None
     return ReplaySection(tuple(

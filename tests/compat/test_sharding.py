@@ -42,3 +42,8 @@ def test_clear_sharding_global_mesh_and_1d_mesh(result):
 
 def test_mp_device_loader_input_sharding_splits_the_batch(result):
     assert result["loader"] == [f"{{devices=[8,1]{ALL}}}"] * 2
+
+
+def test_a_sharded_tensor_computes_as_its_tensor(result):
+    assert result["ops"] == ["XLAShardedTensor", "XLAShardedTensor", True, True]
+    assert result["inplace"]

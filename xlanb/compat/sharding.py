@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import os
 import warnings
 
 import jax
 import numpy as np
 import torch
+from torch.utils import _pytree as pytree
 
 from xlanb._config import config
 from xlanb.capture.tensor import LazyTensor
@@ -40,6 +42,7 @@ def use_spmd(auto: bool = False) -> None:
     says so, and the rest stay on one device. Says so once."""
     if auto:
         raise NotImplementedError("xr.use_spmd(auto=True): auto-sharding is not supported by xlanb.compat")
+    os.environ["XLA_USE_SPMD"] = "1"          # torch_xla's own flag, which its scripts read back
     if not _warned_use_spmd:
         _warned_use_spmd.append(True)
         warnings.warn("xr.use_spmd() is a no-op under xlanb: tensors are sharded by xs.mark_sharding, with no global "
@@ -47,7 +50,8 @@ def use_spmd(auto: bool = False) -> None:
 
 
 def is_spmd() -> bool:
-    return bool(_warned_use_spmd)
+    """True after use_spmd() (or with XLA_USE_SPMD=1), as torch_xla says; nothing in xlanb depends on it."""
+    return os.environ.get("XLA_USE_SPMD", "0").upper() in ("1", "ON", "TRUE", "YES", "Y")
 
 
 def get_1d_mesh(axis_name: str | None = None) -> Mesh:
@@ -151,7 +155,7 @@ class XLAShardedTensor:
         for sh in sorted(node.buffer.addressable_shards, key=lambda sh: sh.device.id):
             data = torch.from_numpy(np.array(sh.data)).to(self.global_tensor.dtype)
             indices = Ellipsis if replicated else [
-                slice(0 if s.start is None else s.start, n if s.stop is None else s.stop)
+                slice(0 if s.start is None else s.start, n if s.stop is None else s.stop, 1)
                 for s, n in zip(sh.index, self.global_tensor.shape)]
             shards.append(XLAShard(data, indices, f"{device_type()}:{sh.device.id}", sh.replica_id))
         return shards
@@ -164,12 +168,40 @@ class XLAShardedTensor:
 
     @classmethod
     def __torch_function__(cls, func, types, args=(), kwargs=None):
-        args = tuple(_unwrap(a) for a in args)
-        kwargs = {k: _unwrap(v) for k, v in (kwargs or {}).items()}
-        return func(*args, **kwargs)
+        """torch functions see the tensor; xla tensors they return come back as XLAShardedTensors,
+        as torch_xla's subclass propagates itself."""
+        args = pytree.tree_map(_unwrap, tuple(args))
+        kwargs = pytree.tree_map(_unwrap, dict(kwargs or {}))
+        return pytree.tree_map(_wrap, func(*args, **kwargs))
 
     def __repr__(self) -> str:
         return f"XLAShardedTensor({self.global_tensor})"
+
+
+def _wrap(v):
+    return XLAShardedTensor(v) if type(v) is LazyTensor else v
+
+
+def _forward(name: str):
+    def op(self, *args):
+        return _wrap(getattr(self.global_tensor, name)(*[_unwrap(a) for a in args]))
+    op.__name__ = name
+    return op
+
+
+def _forward_inplace(name: str):
+    def op(self, other):
+        getattr(self.global_tensor, name)(_unwrap(other))
+        return self
+    op.__name__ = name
+    return op
+
+
+for _name in ("__add__", "__radd__", "__sub__", "__rsub__", "__mul__", "__rmul__", "__truediv__", "__rtruediv__",
+              "__matmul__", "__rmatmul__", "__pow__", "__neg__", "__getitem__", "__lt__", "__le__", "__gt__", "__ge__"):
+    setattr(XLAShardedTensor, _name, _forward(_name))
+for _name in ("__iadd__", "__isub__", "__imul__", "__itruediv__"):
+    setattr(XLAShardedTensor, _name, _forward_inplace(_name))
 
 
 def mark_sharding(t, mesh, partition_spec) -> XLAShardedTensor:
@@ -195,6 +227,28 @@ def visualize_sharding(t, **kwargs) -> str:
     text = api.visualize_sharding(_unwrap(t))
     print(text)
     return text
+
+
+class MarkShardingFunction(torch.autograd.Function):
+    """`MarkShardingFunction.apply(t, mesh, partition_spec)`: a sharded copy of `t` whose gradient is
+    sharded the same way (torch_xla's mark_sharding_with_gradients)."""
+
+    @staticmethod
+    def forward(ctx, t, mesh, partition_spec):
+        ctx.mesh, ctx.spec = mesh, tuple(partition_spec)
+        out = t.clone()
+        api.mark_sharding(out, mesh_module.as_mesh(mesh), ctx.spec)
+        return out
+
+    @staticmethod
+    def backward(ctx, grad):
+        grad = grad.clone()
+        api.mark_sharding(grad, mesh_module.as_mesh(ctx.mesh), ctx.spec)
+        return grad, None, None
+
+
+def mark_sharding_with_gradients(t, mesh, partition_spec) -> torch.Tensor:
+    return MarkShardingFunction.apply(_unwrap(t), mesh, partition_spec)
 
 
 @dataclasses.dataclass

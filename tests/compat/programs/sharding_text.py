@@ -30,6 +30,14 @@ out["shards"] = [[s.shard_device, [[i.start, i.stop] for i in s.indices], s.repl
                  for s in xt.local_shards]
 out["shards_equal"] = bool(torch.equal(torch.cat([s.data for s in xt.local_shards], dim=1), t.cpu()))
 
+# an XLAShardedTensor computes as its tensor; results stay XLAShardedTensors, in-place ops write the tensor
+plus = xt + 1
+out["ops"] = [type(plus).__name__, type(torch.relu(xt)).__name__,
+              bool(torch.allclose(plus.cpu(), t.cpu() + 1)), bool(torch.allclose((xt * xt).cpu(), t.cpu() ** 2))]
+before = t.cpu()
+xt += 2
+out["inplace"] = bool(torch.allclose(t.cpu(), before + 2)) and xt.global_tensor is t
+
 v = torch.arange(16.0).to("xla")
 xs.mark_sharding(v, mesh1, ("data",))
 out["1d"] = torch_xla._XLAC._get_xla_sharding_spec(v)

@@ -55,7 +55,11 @@ def _get_xla_tensor_debug_info(t) -> str:
     if node.buffer is None:
         lines.append("XLAData: None")
     else:
-        lines += ["XLAData: ", f"  Data Device: {devices.real_devices()[0]}", f"  Data Shape: {node.meta.text}"]
+        spec = sharding.get_sharding_spec(t)
+        lines += ["XLAData: ", f"  Data Device: {'SPMD:0' if spec else devices.real_devices()[0]}",
+                  f"  Data Shape: {node.meta.text}"] + (
+                     ["  XLAShardedData", f"  OpSharding: {spec}", f"  NumShards: {len(node.buffer.addressable_shards)}"]
+                     if spec else [])
     lines += ["Tensor on host: None", "}"]
     return "\n".join(lines) + "\n"
 

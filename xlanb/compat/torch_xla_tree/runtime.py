@@ -33,3 +33,14 @@ def get_num_cached_compilation_graph() -> int:
 
 def is_bf16_supported() -> bool:
     return True
+
+
+def global_runtime_device_attributes() -> list[dict]:
+    """Per device: {'name': 'CPU:0', 'core_on_chip': 0, ...} as far as jax's devices say."""
+    from xlanb.compat.devices import _jax_devices, device_type
+    return [{"name": f"{device_type()}:{d.id}", "core_on_chip": getattr(d, "core_on_chip", 0),
+             "coords": list(getattr(d, "coords", []) or [])} for d in _jax_devices()]
+
+
+def runtime_device_attributes(device: str) -> dict:
+    return next(a for a in global_runtime_device_attributes() if a["name"] == device)

@@ -23,3 +23,20 @@ def get_memory_info(device=None) -> dict:
     stats = runtime_state().jax_device().memory_stats() or {}
     return {"bytes_used": stats.get("bytes_in_use", 0), "bytes_limit": stats.get("bytes_limit", 0),
             "peak_bytes_used": stats.get("peak_bytes_in_use", 0)}
+
+
+def send_cpu_data_to_device(data, device, input_sharding=None):
+    """Every CPU tensor in `data` (nested lists, tuples, dicts) moved to `device`, sharded by
+    `input_sharding` (an xs.ShardingSpec) where it applies; returns a list as torch_xla does."""
+    from torch.utils import _pytree as pytree
+
+    import torch
+
+    def move(v):
+        if not isinstance(v, torch.Tensor):
+            return v
+        t = v.to(device)
+        if input_sharding is not None and input_sharding.can_apply(t):
+            input_sharding.apply(t)
+        return t
+    return [pytree.tree_map(move, d) for d in (data if isinstance(data, (list, tuple)) else [data])]

@@ -462,7 +462,9 @@ export function renderReport(r: unknown, opts: IRenderOptions): HTMLElement {
   }
   const n = notes(r);
   const named = r.graphs.some(g => !g.eager);
-  const top = h('details', { class: 'xl-top', open: !!n || named || r.cell.style === 'full' });
+  // a replay guard failed, or a function cannot be replayed: open, like a recompile
+  const missed = (r.replay?.functions || []).some(f => (f.misses || []).length || (f.not_replayable || []).length);
+  const top = h('details', { class: 'xl-top', open: !!n || named || missed || r.cell.style === 'full' });
   top.append(
     h(
       'summary',

@@ -1,9 +1,9 @@
 """The replay section in a real browser, from the report of real replayed calls
 (`xlanb.compile(step, replay=True)`, a guard failure, a function that cannot be replayed): drawn
 by the extension's renderer, as the report widget bundles it (xlanb/notebook/static/widget.js,
-the same renderReport the JupyterLab MIME renderer uses) on a page of its own, and as the
-text/html fallback with scripts off. No JupyterLab is started: the page and the bundle are served
-by Playwright's routing. The screenshots go to test-output/labextension/.
+the same renderReport the JupyterLab MIME renderer uses) on a page of its own served by
+Playwright's routing, and as the text/html fallback with scripts off; then in JupyterLab, a cell
+that only replayed gets its report. The screenshots go to test-output/labextension/.
 
 Skipped when /usr/bin/chromium or playwright is missing, unless REQUIRE_BROWSER_TESTS=1 (.ci/run).
 """
@@ -16,14 +16,14 @@ import pytest
 import torch
 
 import xlanb
-from labserver import OUTPUT, playwright_or_skip
+from labserver import OUTPUT, Lab, open_page, playwright_or_skip
 from xlanb.report import build_report, render_html, render_json
 
 sync_api = playwright_or_skip()
 expect = sync_api.expect
 
 STATIC = pathlib.Path(xlanb.__file__).parent / "notebook" / "static"
-pytestmark = pytest.mark.timeout(120)
+pytestmark = pytest.mark.timeout(240)
 
 PAGE = """<html><head><link rel="stylesheet" href="/widget.css"></head><body><div id="out"></div>
 <script type="module">
@@ -122,3 +122,42 @@ def test_replay_section_in_the_html_fallback_without_scripts_or_style(browser):
     OUTPUT.mkdir(parents=True, exist_ok=True)
     page.screenshot(path=str(OUTPUT / "replay-section-html.png"))
     context.close()
+
+
+SETUP = """%load_ext xlanb
+import torch, xlanb
+w = torch.zeros(4, device="xla")
+def step(x):
+    w.add_(x.sum(0))
+    return w.sum().detach()
+step = xlanb.compile(step, replay=True)
+x = torch.ones(4, 4, device="xla")
+for _ in range(3):
+    step(x)"""
+REPLAY_ONLY = "for _ in range(5):\n    loss = step(x)"
+
+
+def test_a_cell_that_only_replayed_shows_its_report_in_jupyterlab(browser, tmp_path):
+    with Lab(tmp_path, [SETUP, REPLAY_ONLY], name="replay") as lab:
+        page, errors = open_page(browser, lab)
+        page.evaluate("() => window.jupyterapp.commands.execute('notebook:run-all-cells')")
+        cell = page.locator(".jp-Notebook .jp-CodeCell").nth(1)
+        report = cell.locator(".jp-OutputArea-output .xlanb-lab-report")
+        expect(report).to_have_count(1, timeout=150_000)
+        expect(report.locator(".xl-summary")).to_have_text(re.compile(
+            r"^0 graphs compiled, 5 executed \(5 replayed\) \u00b7 cache: 5 hits, 0 misses \u00b7 execute "))
+        top = report.locator("details.xl-top")
+        assert not top.evaluate("d => d.open"), "nothing failed and nothing compiled: the report stays closed"
+        top.locator("> summary").click()
+        section = report.locator("details.xl-replay")
+        expect(section.locator("> summary")).to_have_text("replay: 5 calls replayed")
+        assert not section.evaluate("d => d.open"), "nothing failed: the section stays closed"
+        section.locator("> summary").click()
+        row = section.locator("table.xl-replay-table tr").nth(1)
+        expect(row.locator("td").nth(0)).to_have_text("step")
+        expect(row.locator("td").nth(1)).to_have_text("5")
+        expect(row.locator("td").nth(3)).to_have_text(re.compile(r"^[0-9a-f]{8}$"))
+        OUTPUT.mkdir(parents=True, exist_ok=True)
+        section.scroll_into_view_if_needed()
+        page.screenshot(path=str(OUTPUT / "replay-only-cell.png"))
+        assert [e for e in errors if re.search(r"xlanb|xl-|remoteEntry", e, re.I)] == []

@@ -183,11 +183,9 @@ def _replay_html(rp) -> str:
                     f"<td>{keys}</td></tr>")
         items.append(_reasons_html(f.misses, f"{_e(f.name)} traced instead")
                      + _reasons_html(f.not_replayable, f"{_e(f.name)} not replayable"))
-    summary = _e(replay_summary(rp))
-    notes = "".join(items)
-    notes = f'<ul class="x-replay-notes">{notes}</ul>' if notes else ""
-    return _details(summary, f"<table {_TABLE} class=x-replay>{head}{''.join(rows)}</table>{notes}",
-                    open_=bool(notes), cls="x-replay-section")
+    notes = f'<ul class="x-replay-notes">{"".join(items)}</ul>' if rp.missed else ""
+    return _details(_e(replay_summary(rp)), f"<table {_TABLE} class=x-replay>{head}{''.join(rows)}</table>{notes}",
+                    open_=rp.missed, cls="x-replay-section")
 
 
 def render_html(r) -> str:
@@ -195,8 +193,9 @@ def render_html(r) -> str:
     notes = _notes(r)
     body = [notes]
     replay = _replay_html(r.replay) if r.replay is not None else ""
+    missed = r.replay is not None and r.replay.missed       # a guard failed: open, like a recompile
     if r.style == "compact":
-        return _wrap(r, notes + _graph_table(r) + replay, open_=bool(notes))
+        return _wrap(r, notes + _graph_table(r) + replay, open_=bool(notes) or missed)
     body.append(_graph_table(r))
     body.append(replay)
     body += [_graph_details(g, r) for g in r.graphs]
@@ -227,7 +226,7 @@ def render_html(r) -> str:
         more = f" ({r.timeline.omitted} short spans not drawn)" if r.timeline.omitted else ""
         body.append(_details(f"timeline{more}", r.timeline.svg))
     named = any(not g.eager for g in r.graphs)
-    return _wrap(r, "".join(body), open_=bool(notes) or named or r.style == "full")
+    return _wrap(r, "".join(body), open_=bool(notes) or named or missed or r.style == "full")
 
 
 def _wrap(r, body: str, open_: bool) -> str:

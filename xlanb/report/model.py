@@ -380,6 +380,11 @@ class ReplaySection:
     """Step replay in the cell, one entry per function name, in first-event order (schema 1.5)."""
     functions: tuple[ReplayedFunction, ...] = ()
 
+    @property
+    def missed(self) -> bool:
+        """A call traced instead (a guard failed), or a function cannot be replayed."""
+        return any(f.misses or f.not_replayable for f in self.functions)
+
     def lines(self) -> list[str]:
         return [line for f in self.functions for line in f.lines()]
 

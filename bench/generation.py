@@ -61,11 +61,14 @@ def run_xlanb():
     expected = generate(model, ids)
     dev, dev_ids = model.to("xla"), ids.to("xla")
     metrics = {}
-    for mode in ("lazy", "eager", "compile"):
+    forward = dev.forward
+    for mode in ("lazy", "eager", "replay", "compile"):
         xlanb.reset()
         xlanb.eager_mode(mode == "eager")
+        if mode == "replay":           # the documented one-liner: the model's forward replayed
+            dev.forward = xlanb.compile(forward, replay=True)
         if mode == "compile":          # torch.compile(backend="xlanb") of the model's forward
-            dev.forward = torch.compile(dev.forward, backend="xlanb", dynamic=False)
+            dev.forward = torch.compile(forward, backend="xlanb", dynamic=False)
         mark = hooks.mark()
         t0 = perf()
         out = generate(dev, dev_ids).cpu()
@@ -82,6 +85,9 @@ def run_xlanb():
         metrics[f"{mode}_per_token"] = median(per_token)
         metrics[f"{mode}_compiles_first_call"] = sum(isinstance(e, events.Compile) for e in first)
         metrics[f"{mode}_compiles_later_calls"] = sum(isinstance(e, events.Compile) for e in later)
+        if mode == "replay":
+            metrics["replay_replayed_per_token"] = (sum(isinstance(e, events.Replay) for e in later)
+                                                    / (W6_CALLS * W6["new_tokens"]))
         if mode == "lazy":
             nodes = {e.key: e.nodes for e in first if isinstance(e, events.Compile)}
             runs = [e for e in later if isinstance(e, events.Execute)]
@@ -112,6 +118,14 @@ FIGURES = [
            "W6.lazy_per_token", None, "W6.per_token"),
     Figure("W6.lazy_vs_torch", "W6 per new token, lazy / torch CPU eager", "x",
            _vs_torch("W6.lazy_per_token"), target=_vs_torch_target(2.0)),
+    Figure("W6.replay_per_token", "W6 per new token, forward replayed (`xlanb.compile(forward, replay=True)`)",
+           "s", "W6.replay_per_token", None, "W6.per_token"),
+    Figure("W6.replay_vs_torch", "W6 per new token, replayed / torch CPU eager", "x",
+           _vs_torch("W6.replay_per_token"), target=_vs_torch_target(1.0)),
+    Figure("W6.replay_replayed_per_token", "W6 forward calls replayed per new token (later calls)", "n",
+           "W6.replay_replayed_per_token"),
+    Figure("W6.replay_compiles_later_calls", "W6 graphs compiled by 3 later calls, replayed", "n",
+           "W6.replay_compiles_later_calls", target=none_in_any_round("0 in every round")),
     Figure("W6.compile_per_token", "W6 per new token, forward through torch.compile", "s",
            "W6.compile_per_token", None, "W6.per_token"),
     Figure("W6.compile_vs_torch", "W6 per new token, torch.compile / torch CPU eager", "x",

@@ -24,8 +24,9 @@ from torch.utils import _pytree as pytree
 
 from xlanb import events
 from xlanb.capture import realize
-from xlanb.capture.replay_trace import (ARG, GRAD, HOLDER, REBIND_STORAGE, REBIND_TENSOR, Trace, differs,
-                                        hyperparameters, python_values, trace_call)
+from xlanb.capture.replay_holders import follow, path_text
+from xlanb.capture.replay_trace import (ARG, ARG_PATH, GRAD, HOLDER, REBIND_PATH, REBIND_STORAGE, REBIND_TENSOR,
+                                        Trace, differs, hyperparameters, python_values, trace_call)
 from xlanb.capture.tensor import LazyTensor, Storage, new_tensor, new_view, tensor_meta
 from xlanb.ir.node import data_node
 from xlanb.runtime import executor, partition
@@ -34,19 +35,28 @@ from xlanb.state import emit, runtime_state
 _rt = runtime_state()
 
 
+MAX_PLANS = 8        # argument signatures a function keeps plans for (prefill and decode, the last batch)
+
+
 class ReplayedFunction:
-    """What `xlanb.compile(fn, replay=True)` returns: call it as `fn`."""
+    """What `xlanb.compile(fn, replay=True)` returns: call it as `fn`.
+
+    It keeps one plan per argument signature (the metas of its tensor arguments, the kinds of the
+    others), so calls that alternate between shapes (a prefill and a decode step, an epoch's short
+    last batch) each replay their own plan; the newest MAX_PLANS are kept."""
 
     def __init__(self, fn, name: str, full_graph: bool, detector, retrace_every: int | None):
         self.fn, self.name, self.full_graph = fn, name, full_graph
         self._detector = detector
         self.retrace_every = retrace_every
         self.graph_name = name
-        self.plan: Trace | None = None
-        self._last: Trace | None = None
+        self.plans: dict = {}                  # signature -> Trace (the plan)
+        self._last: dict = {}                  # signature -> the latest traced call's Trace
+        self._recent: Trace | None = None      # the plan replayed last (a miss's reason is said against it)
         self._reported: str | None = None      # the not-replayable reason said last (said once)
         self.calls = self.traced = self.replayed = 0
         self._since_trace = 0
+        self._whole_heap = False               # the next trace looks for holders on the whole heap
         try:
             self.__wrapped__ = fn
             self.__name__ = getattr(fn, "__name__", name)
@@ -54,13 +64,18 @@ class ReplayedFunction:
         except AttributeError:
             pass
 
+    @property
+    def plan(self) -> Trace | None:
+        """The plan replayed last (None while the function traces)."""
+        return self._recent
+
     def __repr__(self) -> str:
-        state = "replaying" if self.plan is not None else "tracing"
+        state = f"replaying ({len(self.plans)} plans)" if self.plans else "tracing"
         return (f"<xlanb.compile(replay=True) '{self.name}': {state}, {self.calls} calls, "
                 f"{self.replayed} replayed>")
 
     def __get__(self, obj, objtype=None):
-        """As a method decorator: bound per instance, one plan per instance."""
+        """As a method decorator: bound per instance, one set of plans per instance."""
         if obj is None:
             return self
         key = "_xlanb_replay_" + self.name
@@ -72,43 +87,60 @@ class ReplayedFunction:
         return bound
 
     def reset(self) -> None:
-        """Forgets the plan: the next two calls trace again."""
-        self.plan = self._last = None
+        """Forgets every plan: the next calls trace again."""
+        self.plans.clear()
+        self._last.clear()
+        self._recent = None
 
     # --- a call ----------------------------------------------------------------------
     def __call__(self, *args, **kwargs):
         self.calls += 1
-        plan = self.plan
-        if plan is not None:
-            if plan.cache is not _rt.cache:        # xlanb.reset() since the plan was made
+        sig = signature(args, kwargs)
+        if self.plans:
+            recent = self._recent
+            if recent is not None and recent.cache is not _rt.cache:     # xlanb.reset() since
+                self.reset()
                 self._miss("the runtime was reset (xlanb.reset())")
+                return self._trace(args, kwargs, sig)
+            plan = self.plans.get(sig)
+            if plan is None:
+                why = guard(recent, args, kwargs) if recent is not None else None
+                self._miss(why or "no plan for these arguments yet")
             else:
                 self._since_trace += 1
                 if self.retrace_every and self._since_trace >= self.retrace_every:
-                    return self._check_by_tracing(args, kwargs)
+                    return self._check_by_tracing(plan, args, kwargs, sig)
                 why = guard(plan, args, kwargs)
                 if why is None:
                     out = self._replay(plan, args, kwargs)
                     if out is not _MISSED:
+                        self._recent = plan
                         return out
                 else:
                     self._miss(why)
-        return self._trace(args, kwargs)
+                self.plans.pop(sig, None)
+                self._last.pop(sig, None)
+        return self._trace(args, kwargs, sig)
 
     def _miss(self, why: str) -> None:
         emit(events.ReplayMiss(name=self.name, reason=f"replay guard failed: {why}"))
-        self.plan = None
-        self._last = None
 
-    def _trace(self, args, kwargs):
+    def _trace(self, args, kwargs, sig):
         self.traced += 1
         self._since_trace = 0
-        out, trace = trace_call(self.fn, args, kwargs, self.name, self.full_graph, self._detector())
-        previous, self._last = self._last, trace
+        out, trace = trace_call(self.fn, args, kwargs, self.name, self.full_graph, self._detector(),
+                                self._whole_heap)
+        self._whole_heap = trace.needs_heap
+        previous = self._last.get(sig)
+        self._last[sig] = trace
         if trace.reason is None and previous is not None and previous.reason is None:
             why = differs(previous, trace)
             if why is None:
-                self.plan = trace
+                self.plans[sig] = self._recent = trace
+                while len(self.plans) > MAX_PLANS:
+                    oldest = next(iter(self.plans))
+                    del self.plans[oldest]
+                    self._last.pop(oldest, None)
                 self._reported = None
             else:
                 self._not_replayable(f"two calls did different things: {why}")
@@ -123,17 +155,16 @@ class ReplayedFunction:
             self._reported = kind
             emit(events.NotReplayable(name=self.name, reason=reason))
 
-    def _check_by_tracing(self, args, kwargs):
+    def _check_by_tracing(self, plan: Trace, args, kwargs, sig):
         """retrace_every: run the body again and check it still does what the plan does."""
-        plan = self.plan
-        out = self._trace(args, kwargs)
-        trace = self._last
+        out = self._trace(args, kwargs, sig)
+        trace = self._last[sig]
         why = trace.reason or differs(plan, trace)
         if why is not None:
             emit(events.ReplayMiss(name=self.name, reason=f"retrace check: the body changed: {why}"))
-            self.plan = None
+            self.plans.pop(sig, None)
         else:
-            self.plan = plan          # the same: keep the plan (and its uploaded scalars)
+            self.plans[sig] = self._recent = plan     # the same: keep the plan (and its uploaded scalars)
         return out
 
     # --- the replayed call -------------------------------------------------------------
@@ -153,7 +184,7 @@ class ReplayedFunction:
         if plan.in_shardings is not None:
             buffers = partition.place_args(plan.in_shardings, buffers)
         outs = executor.call(plan.compiled, self.name, buffers)
-        result = rebind(plan, outs)
+        result = rebind(plan, outs, args, kwargs)
         self.replayed += 1
         emit(events.Replay(name=self.name, key=plan.compiled.digest, ns=time.perf_counter_ns() - start,
                            donated=len(plan.donate)))
@@ -161,6 +192,17 @@ class ReplayedFunction:
 
 
 _MISSED = object()
+
+
+def signature(args, kwargs) -> tuple:
+    """Which plan a call takes: its tensor arguments' metas and the other arguments' types (their
+    values are guards of the plan)."""
+    sig = [tensor_meta(a) if type(a) is LazyTensor else type(a) for a in args]
+    if kwargs:
+        for k, a in kwargs.items():
+            sig.append(k)
+            sig.append(tensor_meta(a) if type(a) is LazyTensor else type(a))
+    return tuple(sig)
 
 
 def guard(plan: Trace, args, kwargs) -> str | None:
@@ -225,9 +267,25 @@ def _argument(a, expected) -> str | None:
         if type(a) is not type(value) or not (a == value or (a != a and value != value)):
             return f"{value!r} -> {a!r} (a Python value is part of the plan)"
         return None
+    if kind == "type":
+        if type(a) is not value:
+            return f"is a {type(a).__name__}, not a {value.__name__}"
+        return None
     if a is not value:
         return f"is another {type(a).__name__} object"
     return None
+
+
+def _resolve(where, args, kwargs):
+    """The holder at an object argument's path now (None when the path leads elsewhere)."""
+    key, path = where
+    try:
+        t = follow(args[key] if type(key) is int else kwargs[key], path)
+    except (LookupError, AttributeError, TypeError):
+        return None
+    if type(t) is not LazyTensor:
+        return None
+    return t if t._node is not None else t._storage
 
 
 def _first_change(before, after) -> str:
@@ -257,6 +315,11 @@ def gather(plan: Trace, args, kwargs):
             n = a._node
             if n is None:
                 n = a._storage.node
+        elif kind == ARG_PATH:
+            h = _resolve(source, args, kwargs)
+            if h is None:
+                return None, f"argument {source[0]}'s tensors are not where they were ({path_text(source[1])})"
+            n = h._node if type(h) is LazyTensor else h.node
         else:
             buffers.append(source)
             continue
@@ -271,12 +334,15 @@ def gather(plan: Trace, args, kwargs):
         t._view_version = -1
     for i in plan.donate:
         kind, source, meta = plan.sources[i]
-        if kind == HOLDER:
-            n = source._node if type(source) is LazyTensor else source.node
-            if sys.getrefcount(n) > HOLDER_REFS:
-                return None, f"a donated input ({meta.text}) is shared with another live tensor"
-        elif kind == ARG:
+        if kind == ARG:
             return None, "an argument's buffer would be donated"
+        h = source if kind == HOLDER else _resolve(source, args, kwargs)
+        n = h._node if type(h) is LazyTensor else h.node
+        if sys.getrefcount(n) > HOLDER_REFS:
+            return None, f"a donated input ({meta.text}) is shared with another live tensor"
+    for where, storage in plan.path_outputs:
+        if type(_resolve(where, args, kwargs)) is not (Storage if storage else LazyTensor):
+            return None, f"argument {where[0]}'s tensors are not where they were ({path_text(where[1])})"
     buffers.extend(plan.scalar_args)
     return buffers, None
 
@@ -284,7 +350,8 @@ def gather(plan: Trace, args, kwargs):
 HOLDER_REFS = 3      # the holder's slot, the local `n` and getrefcount's argument
 
 
-def rebind(plan: Trace, outs):
+
+def rebind(plan: Trace, outs, args, kwargs):
     """The launched outputs into the plan's holders; the call's return value."""
     leaves = list(plan.return_leaves)
     for (bindings, meta), buffer in zip(plan.outputs, outs):
@@ -297,6 +364,13 @@ def rebind(plan: Trace, outs):
                 s.version += 1
             elif kind == REBIND_TENSOR:
                 binding[1]._node = node
+            elif kind == REBIND_PATH:                 # found by gather() a moment ago
+                h = _resolve(binding[1], args, kwargs)
+                if type(h) is Storage:
+                    h.node = node
+                    h.version += 1
+                else:
+                    h._node = node
             else:                                      # FRESH: a new tensor, or a storage and its views
                 _, aliased, places = binding
                 storage = Storage(node) if aliased else None

@@ -28,6 +28,7 @@ from xlanb import events
 from xlanb.capture import realize
 from xlanb.capture.frames import user_frames
 from xlanb.capture.modes import CompileScope
+from xlanb.capture.replay_holders import Holders, find_holders, object_paths, path_object, path_text
 from xlanb.capture.tensor import LazyTensor, Storage, holder_node, tensor_meta
 from xlanb.ir.graph import build_graph
 from xlanb.lower.registry import has_rule
@@ -36,8 +37,8 @@ from xlanb.state import emit, runtime_state
 
 _rt = runtime_state()
 
-ARG, HOLDER, CONST = 0, 1, 2                         # where a graph input comes from
-REBIND_TENSOR, REBIND_STORAGE, FRESH = 0, 1, 2       # who holds a graph output
+ARG, HOLDER, CONST, ARG_PATH = 0, 1, 2, 3           # where a graph input comes from
+REBIND_TENSOR, REBIND_STORAGE, FRESH, REBIND_PATH = 0, 1, 2, 3   # who holds a graph output
 RETURN, GRAD = "return", "grad"                      # where a fresh output tensor goes
 _PLAIN = (int, float, bool, str, type(None))
 
@@ -47,12 +48,14 @@ class Trace:
 
     def __init__(self):
         self.reason: str | None = None
+        self.needs_heap = False       # a holder was not reached: the next traced call walks the whole heap
         self.python = ()
         self.python_sources = None
         self.training = self.hyper = self.slots = self.grad_none = ()
         self.sources: list = []
         self.outputs: list = []
         self.view_users = ()
+        self.path_outputs = ()
         self.donate = ()
         self.key = None
         self.compiled = None
@@ -68,8 +71,9 @@ class Trace:
             self.reason = reason
 
 
-def trace_call(fn, args, kwargs, name: str, full_graph: bool, detector):
-    """Runs `fn` as `xlanb.compile` does; returns (its result, the Trace)."""
+def trace_call(fn, args, kwargs, name: str, full_graph: bool, detector, whole_heap: bool = False):
+    """Runs `fn` as `xlanb.compile` does; returns (its result, the Trace). whole_heap: find the
+    holders of its inputs on the whole heap, not only among what the function reaches."""
     trace = Trace()
     if _rt.compile_scope is not None:          # nested: inline in the outer graph, as xlanb.compile does
         trace.fail("called inside another compiled function")
@@ -79,7 +83,7 @@ def trace_call(fn, args, kwargs, name: str, full_graph: bool, detector):
     scope.__enter__()
     watcher = _Watcher(trace)
     try:
-        before = _Heap()
+        before = find_holders(fn, args, kwargs, whole_heap)
         arg_nodes = _arg_nodes(args, kwargs)
         _rt.subscribe(watcher.event)
         hooks = (torch.nn.modules.module.register_module_forward_pre_hook(watcher.module),
@@ -103,7 +107,7 @@ def trace_call(fn, args, kwargs, name: str, full_graph: bool, detector):
             scope.detector.end()
         _rt.allow_execution = True
         _guards(trace, watcher, fn, args, kwargs)
-        _sync(trace, name, out, before, arg_nodes, watcher.backward != 0)
+        _sync(trace, name, out, before, arg_nodes, watcher, args, kwargs)
     finally:
         scope._restore()
     return out, trace
@@ -161,6 +165,8 @@ def _expect(a) -> tuple:
         return ("tensor", tensor_meta(a))
     if type(a) in _PLAIN:
         return ("value", a)
+    if path_object(a):            # its tensors are read by path: another object of its type will do
+        return ("type", type(a))
     return ("object", a)
 
 
@@ -180,32 +186,6 @@ def _arg_nodes(args, kwargs) -> dict:
     return found
 
 
-class _Heap:
-    """Every live xla tensor and storage when the body starts (strong references, so ids stay valid
-    while the call is recorded)."""
-
-    def __init__(self):
-        tensors, storages = [], []
-        for o in gc.get_objects():
-            t = type(o)
-            if t is LazyTensor:
-                tensors.append(o)
-            elif t is Storage:
-                storages.append(o)
-        self.tensors, self.storages = tensors, storages
-        self.ids = {id(o) for o in tensors}
-        self.ids.update(id(o) for o in storages)
-        self.holder: dict = {}        # computed node -> the holder that held it
-        for s in storages:
-            self.holder.setdefault(s.node, s)
-        for t in tensors:
-            if t._node is not None:
-                self.holder.setdefault(t._node, t)
-        self.params = [t for t in tensors if t.requires_grad and t.grad_fn is None]
-        self.grads = {id(p): p.grad for p in self.params}
-        self.views = [t for t in tensors if t._node is None and t._views]
-
-
 class _Watcher:
     """Notes, while the body runs, the modules and optimizers it uses and what it must not do."""
 
@@ -214,6 +194,7 @@ class _Watcher:
         self.modules: dict = {}
         self.optimizers: dict = {}
         self.backward = 0          # backward passes the body ran (None: not counted)
+        self.uploads = 0           # host tensors moved to the device inside the body
 
     def event(self, e) -> None:
         t = type(e)
@@ -221,8 +202,11 @@ class _Watcher:
             where = f" at {e.frames[0].filename}:{e.frames[0].lineno}" if e.frames else ""
             what = "a value read" if e.kind == "value" else "xlanb.sync()"
             self.trace.fail(f"{what} inside the body cuts its graph ({e.cause}{where})")
-        elif t is events.Transfer and e.direction == "from_device":
-            self.trace.fail("a value is read back to the host inside the body")
+        elif t is events.Transfer:
+            if e.direction == "from_device":
+                self.trace.fail("a value is read back to the host inside the body")
+            else:
+                self.uploads += 1
         elif t is events.GraphCut:
             self.trace.fail(f"the data-dependent op {e.op} cuts the graph")
 
@@ -298,7 +282,8 @@ def _guards(trace: Trace, watcher: _Watcher, fn, args, kwargs) -> None:
     trace.slots = tuple(slots)
 
 
-def _sync(trace: Trace, name: str, out, before: _Heap, arg_nodes: dict, backward_ran: bool) -> None:
+def _sync(trace: Trace, name: str, out, before: Holders, arg_nodes: dict, watcher: "_Watcher", args,
+          kwargs) -> None:
     """realize.sync, keeping the graph, its executable, its inputs' sources and outputs' holders."""
     realize.raise_deferred()
     holders: dict = {}
@@ -323,7 +308,7 @@ def _sync(trace: Trace, name: str, out, before: _Heap, arg_nodes: dict, backward
     fallbacks = sorted({n.name for n in graph.order if n.buffer is None and not has_rule(n.name)})
     if fallbacks:
         trace.fail(f"it runs {', '.join(fallbacks)} on the CPU (no lowering)")
-    _sources(trace, graph, before, arg_nodes)
+    _sources(trace, graph, before, arg_nodes, watcher.uploads)
     graph, compiled, cached = executor.executable(graph, eager=False, cause=cause, frames=frames)
     outs = executor.launch(compiled, name, executor.graph_args(graph, compiled), eager=False, cached=cached,
                            donated=len(graph.donate))
@@ -335,24 +320,33 @@ def _sync(trace: Trace, name: str, out, before: _Heap, arg_nodes: dict, backward
     trace.scalar_values = tuple((type(s.value), repr(s.value)) for s in graph.scalars)
     with jax.enable_x64(True):   # uploaded once: a replayed call passes the same numbers
         trace.scalar_args = [jax.device_put(v, _rt.jax_device()) for v in executor.scalar_vectors(graph)]
-    _outputs(trace, graph, holders, out, before, arg_nodes, backward_ran)
+    _outputs(trace, graph, holders, out, before, arg_nodes, watcher.backward != 0, args, kwargs)
     trace.rng = _rt.rng
 
 
-def _sources(trace: Trace, graph, before: _Heap, arg_nodes: dict) -> None:
+def _sources(trace: Trace, graph, before: Holders, arg_nodes: dict, uploads: int) -> None:
+    unknown = 0
     for i, n in enumerate(graph.inputs):
         if n in arg_nodes:
             trace.sources.append((ARG, arg_nodes[n], n.meta))
         elif n in before.holder:
-            trace.sources.append((HOLDER, before.holder[n], n.meta))
+            h = before.holder[n]
+            where = before.paths.get(id(h))
+            trace.sources.append((ARG_PATH, where, n.meta) if where is not None else (HOLDER, h, n.meta))
         else:
+            unknown += 1
             if i in graph.donate:
                 trace.fail(f"a tensor {n.meta.text} made inside the body is written in place")
             trace.sources.append((CONST, n.buffer, n.meta))
             trace.const_values.append(np.asarray(n.buffer))
+    if unknown > uploads and not before.whole_heap:
+        trace.needs_heap = True
+        trace.fail("an input's tensor is not reachable from the function's arguments, closure or globals "
+                   "(the next call looks for it on the whole heap)")
 
 
-def _outputs(trace: Trace, graph, holders: dict, out, before: _Heap, arg_nodes: dict, backward_ran: bool) -> None:
+def _outputs(trace: Trace, graph, holders: dict, out, before: Holders, arg_nodes: dict, backward_ran: bool,
+             args, kwargs) -> None:
     leaves, spec = pytree.tree_flatten(out)
     returned = {id(x): j for j, x in enumerate(leaves) if type(x) is LazyTensor}
     trace.return_spec = None if spec.is_leaf() else spec
@@ -363,6 +357,7 @@ def _outputs(trace: Trace, graph, holders: dict, out, before: _Heap, arg_nodes: 
     fresh_storages = [h for hs in holders.values() for h in hs if type(h) is Storage and id(h) not in before.ids]
     users = _tensors_of(fresh_storages)
     grad_none = []
+    unplaced: list = []
     placed: set = set()
     for root in graph.roots:
         bindings = []
@@ -371,7 +366,11 @@ def _outputs(trace: Trace, graph, holders: dict, out, before: _Heap, arg_nodes: 
                 if id(h) in arg_holders:
                     trace.fail(f"it writes into its argument {tensor_meta(h).text if type(h) is LazyTensor else ''} "
                                "in place: pass the tensor it updates as a captured variable instead")
-                bindings.append((REBIND_STORAGE if type(h) is Storage else REBIND_TENSOR, h))
+                where = before.paths.get(id(h))
+                if where is not None:
+                    bindings.append((REBIND_PATH, where, type(h) is Storage))
+                else:
+                    bindings.append((REBIND_STORAGE if type(h) is Storage else REBIND_TENSOR, h))
                 continue
             aliased = type(h) is Storage
             places = []
@@ -384,14 +383,22 @@ def _outputs(trace: Trace, graph, holders: dict, out, before: _Heap, arg_nodes: 
                     place = (GRAD, p)
                     grad_none.append((p, before.grads[id(p)] is None))
                 else:
-                    trace.fail(f"a tensor {tensor_meta(t).text} made inside the body outlives the call, and is "
-                               "neither returned nor a .grad nor written in place (it is held by "
-                               f"{_referrers(t)})")
+                    unplaced.append(t)
                     continue
                 places.append((t._views if aliased else (), tensor_meta(t), place))
             if places:
                 bindings.append((FRESH, aliased, tuple(places)))
         trace.outputs.append((tuple(bindings), root.meta))
+    if unplaced:
+        stored = object_paths(args, kwargs)        # made inside and kept in an argument: surely fresh
+        where = next((stored[t] for t in unplaced if t in stored), None)
+        if where is None and not before.whole_heap:
+            trace.needs_heap = True                # or a holder the walk missed: look at the whole heap
+        held = (f"stored in argument {where[0]} at {path_text(where[1]) or 'its top'}" if where is not None
+                else f"held by {_referrers(unplaced)}")
+        trace.fail(f"a tensor {tensor_meta(unplaced[0]).text} made inside the body outlives the call, and is "
+                   f"neither returned nor a .grad nor written in place ({held}"
+                   + (f"; {len(unplaced) - 1} more such tensors" if len(unplaced) > 1 else "") + ")")
     for j in fresh_leaves - placed:
         trace.fail(f"it returns a tensor {tensor_meta(leaves[j]).text} that its graph does not compute")
     for x in leaves:
@@ -400,11 +407,12 @@ def _outputs(trace: Trace, graph, holders: dict, out, before: _Heap, arg_nodes: 
                        "the body (a replayed call has no autograd graph): call backward inside, or return "
                        "a detached tensor")
     trace.grad_none = tuple(grad_none)
+    trace.path_outputs = tuple((b[1], b[2]) for bindings, _ in trace.outputs for b in bindings if b[0] == REBIND_PATH)
     rebound = {id(b[1]) for bindings, _ in trace.outputs for b in bindings if b[0] == REBIND_STORAGE}
     trace.view_users = tuple(t for t in before.views if id(t._storage) in rebound)
 
 
-def _holders_of_nodes(arg_nodes: dict, before: _Heap) -> list:
+def _holders_of_nodes(arg_nodes: dict, before: Holders) -> list:
     return [before.holder[n] for n in arg_nodes if n in before.holder]
 
 
@@ -420,8 +428,9 @@ def _tensors_of(storages: list) -> dict:
     return found
 
 
-def _referrers(t) -> str:
-    kinds = sorted({type(r).__name__ for r in gc.get_referrers(t)} - {"frame"})
+def _referrers(tensors: list) -> str:
+    """What holds these tensors, by type (one heap walk for all of them)."""
+    kinds = sorted({type(r).__name__ for r in gc.get_referrers(*tensors)} - {"frame", "list_iterator"})
     return ", ".join(kinds) if kinds else "no Python object"
 
 
@@ -447,7 +456,7 @@ def differs(a: Trace, b: Trace) -> str | None:
         if len(ba) != len(bb):
             return "its outputs go to other tensors"
         for x, y in zip(ba, bb):
-            if x[0] != y[0] or (x[0] != FRESH and x[1] is not y[1]):
+            if x[0] != y[0] or (x[0] != FRESH and x[1] is not y[1] and x[1] != y[1]):
                 return "its outputs go to other tensors"
             if x[0] == FRESH:
                 if x[1] != y[1] or len(x[2]) != len(y[2]):

@@ -354,6 +354,8 @@ HOLDER_REFS = 3      # the holder's slot, the local `n` and getrefcount's argume
 def rebind(plan: Trace, outs, args, kwargs):
     """The launched outputs into the plan's holders; the call's return value."""
     leaves = list(plan.return_leaves)
+    for j, key in plan.return_args:
+        leaves[j] = args[key] if type(key) is int else kwargs[key]
     for (bindings, meta), buffer in zip(plan.outputs, outs):
         node = data_node(buffer, meta)
         for binding in bindings:

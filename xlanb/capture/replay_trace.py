@@ -64,6 +64,7 @@ class Trace:
         self.scalar_values = ()
         self.const_values: list = []
         self.return_leaves = ()
+        self.return_args = ()         # (leaf position, argument position or keyword): returned arguments
         self.return_spec = None
 
     def fail(self, reason: str) -> None:
@@ -352,6 +353,11 @@ def _outputs(trace: Trace, graph, holders: dict, out, before: Holders, arg_nodes
     trace.return_spec = None if spec.is_leaf() else spec
     fresh_leaves = {j for j, x in enumerate(leaves) if type(x) is LazyTensor and id(x) not in before.ids}
     trace.return_leaves = tuple(None if j in fresh_leaves else x for j, x in enumerate(leaves))
+    # an argument returned (an HF cache in the model's output): the call's own argument on replay
+    passed = [(i, a) for i, a in enumerate(args) if type(a) not in _PLAIN] + \
+        [(k, a) for k, a in kwargs.items() if type(a) not in _PLAIN]
+    trace.return_args = tuple((j, key) for j, x in enumerate(leaves) if type(x) not in _PLAIN
+                              for key, a in passed if a is x)
     grads = {id(p.grad): p for p in before.params if p.grad is not None}
     arg_holders = {id(h) for h in _holders_of_nodes(arg_nodes, before)}
     fresh_storages = [h for hs in holders.values() for h in hs if type(h) is Storage and id(h) not in before.ids]
@@ -468,9 +474,12 @@ def differs(a: Trace, b: Trace) -> str | None:
                         return "its new tensors go elsewhere (.grad or returned)"
     if a.return_spec != b.return_spec:
         return "its return value's structure changed"
-    for x, y in zip(a.return_leaves, b.return_leaves):
-        if x is not y and not (type(x) is type(y) and type(x) in _PLAIN and x == y):
-            return "it returned another Python value"
+    if a.return_args != b.return_args:
+        return "it returned other arguments"
+    returned_args = {j for j, _ in a.return_args}
+    for j, (x, y) in enumerate(zip(a.return_leaves, b.return_leaves)):
+        if x is not y and j not in returned_args and not (type(x) is type(y) and type(x) in _PLAIN and x == y):
+            return f"it returned another Python value ({type(x).__name__} at position {j} of its result)"
     for attr in ("training", "hyper", "python"):
         if _plain(getattr(a, attr)) != _plain(getattr(b, attr)):
             return f"its {attr} state changed between the calls"

@@ -246,7 +246,8 @@ def test_one_replica_collectives_rendezvous_and_mesh_reduce():
         xm.all_reduce("avg", t)
 
 
-def test_xmp_spawn_with_one_process_runs_in_place():
+def test_xmp_spawn_with_one_process_runs_in_place(monkeypatch):
+    monkeypatch.delenv("CPU_NUM_DEVICES", raising=False)
     import torch_xla
     import torch_xla.distributed.xla_multiprocessing as xmp
     calls = []

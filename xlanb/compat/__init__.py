@@ -21,9 +21,10 @@ import torch
 
 TREE = "xlanb.compat.torch_xla_tree"
 # torch_xla's module names, in import order (parents first)
-MODULES = ("", "_XLAC", "_internal", "_internal.tpu", "core", "core.xla_model", "core.xla_env_vars", "debug", "debug.metrics", "debug.profiler", "runtime",
-           "distributed", "distributed.spmd", "distributed.spmd.xla_sharding", "distributed.parallel_loader", "distributed.xla_multiprocessing",
-           "utils", "utils.utils", "experimental")
+MODULES = ("", "_XLAC", "_internal", "_internal.tpu", "core", "core.xla_model", "core.xla_env_vars", "debug",
+           "debug.metrics", "debug.profiler", "runtime", "distributed", "distributed.spmd",
+           "distributed.spmd.xla_sharding", "distributed.parallel_loader", "distributed.xla_multiprocessing",
+           "distributed.xla_backend", "utils", "utils.utils", "experimental", "test", "test.test_utils")
 BACKENDS = ("openxla", "openxla_eval")
 
 

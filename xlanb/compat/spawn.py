@@ -1,11 +1,14 @@
 """`xmp.spawn(fn, args, nprocs)` and `torch_xla.launch(fn, args)`: replication over processes.
 
-nprocs=1 (or None) calls `fn(0, *args)` in this process, as torch_xla does for one device. For
-nprocs=N > 1, N fresh Python processes start (`python -m xlanb.compat.spawn_worker`); each installs
-the compat layer, joins one jax.distributed cluster (gloo collectives on the CPU) with one device
-of its own, imports the main script as `__mp_main__` (as multiprocessing's spawn does, so `fn` and
-what it uses resolve by name), and calls `fn(ordinal, *args)`. `xr.world_size()` is then N and
-`xm.all_reduce` / `optimizer_step` reduce across the processes (collectives.py).
+nprocs=1 calls `fn(0, *args)` in this process, as torch_xla does. nprocs=None (torch_xla.launch's
+default) means one replica per device, which torch_xla counts from CPU_NUM_DEVICES on the CPU
+(device threads in one process there): one process, or CPU_NUM_DEVICES processes when it is set.
+For N > 1 replicas (nprocs=N, which torch_xla refuses, asks for them directly), N fresh Python
+processes start (`python -m xlanb.compat.spawn_worker`); each installs the compat layer, joins one
+jax.distributed cluster (gloo collectives on the CPU) with one device of its own, imports the main
+script as `__mp_main__` (as multiprocessing's spawn does, so `fn` and what it uses resolve by name),
+and calls `fn(ordinal, *args)`. `xr.world_size()` is then N and `xm.all_reduce` / `optimizer_step`
+reduce across the processes (collectives.py).
 """
 
 from __future__ import annotations
@@ -83,7 +86,9 @@ def spawn(fn, args: tuple = (), nprocs: int | None = None, join: bool = True, da
           start_method: str = "spawn"):
     """Runs `fn(ordinal, *args)` in `nprocs` replicas (see the module docstring); returns None."""
     del daemon, start_method
-    if nprocs is None or nprocs == 1:
+    if nprocs is None:
+        nprocs = int(os.environ.get("CPU_NUM_DEVICES", "1"))
+    if nprocs == 1:
         fn(0, *args)
         return None
     if not isinstance(nprocs, int) or nprocs < 1:
@@ -117,5 +122,5 @@ def spawn(fn, args: tuple = (), nprocs: int | None = None, join: bool = True, da
 
 
 def launch(fn, args: tuple = (), start_method: str = "spawn", debug_single_process: bool = False):
-    """`torch_xla.launch`: `xmp.spawn` with torch_xla's default process count (one here: see spawn)."""
+    """`torch_xla.launch`: `xmp.spawn` with torch_xla's default replica count (see the module docstring)."""
     return spawn(fn, args=args, nprocs=1 if debug_single_process else None, start_method=start_method)

@@ -10,6 +10,7 @@ from xlanb.compat.devices import local_ordinal as get_local_ordinal
 from xlanb.compat.devices import world_size as xrt_world_size
 from xlanb.compat.steps import (add_step_closure, get_rng_state, mark_step, optimization_barrier_, optimizer_step,
                                 reduce_gradients, save, set_rng_state, wait_device_ops)
+from xlanb.compat.training import RateTracker, broadcast_master_param, collective_broadcast
 
 
 def xla_device_kind(device=None) -> str:

@@ -271,3 +271,36 @@ def test_reduction_over_a_size_0_dim_raises_at_the_op(op):
         except IndexError as e:
             return str(e), x, x.sum(1)
     assert_parity(f)
+
+
+# Not supported: one clear error naming the op, the dtype or layout, and what to do ------------
+
+@pytest.mark.parametrize("make,op,what", [
+    (lambda: torch.ones(3, device="xla").to_sparse(), "aten._to_sparse", "sparse_coo layout"),
+    (lambda: torch.ones(2, 2, device="xla").to_sparse_csr(), "aten._to_sparse_csr", "sparse_csr layout"),
+    (lambda: torch.ones(3).to_sparse().to("xla"), "aten._sparse_coo_tensor_with_dims_and_tensors", "sparse_coo"),
+    (lambda: torch.empty(3, layout=torch.sparse_coo, device="xla"), "aten.empty", "sparse_coo layout"),
+    (lambda: torch.ones(3, dtype=torch.complex32, device="xla"), "aten.ones", "dtype torch.complex32"),
+    (lambda: torch.ones(3, device="xla").to(torch.complex32), "aten._to_copy", "dtype torch.complex32"),
+    (lambda: torch.ones(3, dtype=torch.complex32).to("xla"), "aten.empty_strided", "dtype torch.complex32"),
+    (lambda: torch.quantize_per_tensor(torch.ones(3, device="xla"), 0.1, 0, torch.quint8),
+     "aten.quantize_per_tensor", "dtype torch.quint8"),
+    (lambda: torch.empty(3, dtype=torch.qint8, device="xla"), "aten.empty", "dtype torch.qint8"),
+    (lambda: torch.quantize_per_tensor(torch.ones(3), 0.1, 0, torch.quint8).to("xla"), "aten.empty_quantized",
+     "dtype torch.quint8"),
+])
+def test_sparse_quantized_and_complex32_raise_one_clear_error(make, op, what):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")            # torch's complex32 / quantization notices
+        with pytest.raises(NotImplementedError) as e:
+            make()
+    message = str(e.value)
+    assert message.startswith(op) and what in message and "not supported on xla" in message
+    assert "on the CPU" in message
+
+
+def test_unsupported_op_leaves_other_tensors_usable():
+    x = torch.arange(3.0, device="xla") + 1
+    with pytest.raises(NotImplementedError):
+        x.to_sparse()
+    assert x.cpu().tolist() == [1.0, 2.0, 3.0]

@@ -12,6 +12,7 @@ import warnings
 import torch
 
 from xlanb.capture.frames import is_library
+from xlanb.lower.dtypes import TORCH_TO_NUMPY
 from xlanb.lower.fallback import host_dispatch
 
 aten = torch.ops.aten
@@ -163,3 +164,43 @@ def _tensors(x):
     elif isinstance(x, (list, tuple)):
         for y in x:
             yield from _tensors(y)
+
+
+_QUANTIZED = {torch.quint8, torch.qint8, torch.qint32, torch.quint4x2, torch.quint2x4}
+
+
+def unsupported(op: str, dtype: torch.dtype | None = None, layout: torch.layout | None = None) -> str | None:
+    """Why a result of this dtype or layout cannot be an xla tensor (None when it can)."""
+    if layout is not None and layout != torch.strided:
+        return (f"{op}: the {str(layout).removeprefix('torch.')} layout is not supported on xla (xla tensors are "
+                "dense). Run this op on the CPU: move its inputs with .cpu(), or keep the tensor dense "
+                "(.to_dense()) on xla")
+    if dtype is None or dtype in TORCH_TO_NUMPY:
+        return None
+    if dtype in _QUANTIZED:
+        kind = "quantized dtypes have no XLA type"
+    elif dtype == torch.complex32:
+        kind = "XLA has no complex32 (ComplexHalf) type; torch.complex64 is the smallest complex dtype on xla"
+    else:
+        kind = "XLA has no such type"
+    return (f"{op}: dtype {dtype} is not supported on xla ({kind}). Run this op on the CPU: move its inputs "
+            "with .cpu(), and bring the result back in a supported dtype (.to('xla', torch.float32))")
+
+
+def check_representable(op: str, out) -> None:
+    """Results of sparse layouts, quantized dtypes or complex32 are refused at the op, naming it."""
+    for t in (out if isinstance(out, (list, tuple)) else (out,)):
+        if isinstance(t, torch.Tensor):
+            why = unsupported(op, t.dtype, t.layout)
+            if why is not None:
+                raise NotImplementedError(why)
+
+
+def check_dtype_arguments(op: str, args, kwargs) -> None:
+    """An op asked for a dtype or layout no xla tensor has (quantize_per_tensor(..., torch.quint8),
+    whose meta kernel answers float32) is refused at the op, naming it."""
+    for a in (*args, *kwargs.values()):
+        why = (unsupported(op, dtype=a) if isinstance(a, torch.dtype)
+               else unsupported(op, layout=a) if isinstance(a, torch.layout) else None)
+        if why is not None:
+            raise NotImplementedError(why)

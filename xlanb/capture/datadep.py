@@ -15,7 +15,7 @@ import torch
 from xlanb import events
 from xlanb.state import emit, runtime_state
 from xlanb.capture import record as rec
-from xlanb.capture.checks import check_index_put, check_indices, is_mask
+from xlanb.capture.checks import check_index_put, check_indices, check_representable, is_mask
 from xlanb.capture.frames import user_frames
 from xlanb.capture.realize import check_execution, to_cpu
 from xlanb.capture.tensor import LazyTensor, new_tensor, tensor_meta, value, write_value
@@ -63,6 +63,7 @@ def cpu_cut(func, args, kwargs):
     host_kwargs = {k: _to_host(v, cause) for k, v in (kwargs or {}).items()}
     with torch.no_grad(), host_dispatch():
         out = func(*host_args, **host_kwargs)
+    check_representable(name, out)
     if func._schema.is_mutable:     # an in-place op: write the CPU result back
         _write_back_host(func, args, host_args, host_kwargs)
         return _mutable_returns(func, args, kwargs, out)

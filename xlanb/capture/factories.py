@@ -11,6 +11,7 @@ from __future__ import annotations
 import torch
 
 from xlanb.capture import realize
+from xlanb.capture.checks import check_representable, unsupported
 from xlanb.capture.frames import user_location
 from xlanb.capture.growth import lift_fill
 from xlanb.capture.realize import copy_across
@@ -32,7 +33,9 @@ def _record_factory(op, args: tuple, kwargs: dict):
     if device is not None and torch.device(device).index not in (None, 0):
         raise RuntimeError(f"xlanb drives one device; {torch.device(device)} does not exist (use '{_rt.device}')")
     kwargs = {k: v for k, v in kwargs.items() if k not in ("device", "pin_memory", "layout", "generator")}
-    meta = meta_of(op(*args, **kwargs, device="meta"))
+    out = op(*args, **kwargs, device="meta")
+    check_representable(str(op), out)
+    meta = meta_of(out)
     args = tuple(tuple(a) if isinstance(a, list) else a for a in args)
     if op is aten.full.default:
         args = lift_fill(args, kwargs)
@@ -54,6 +57,8 @@ def _factory(op):
 
 
 def _copy_from(src, dst, non_blocking=False):
+    if type(src) is not LazyTensor:
+        check_representable("copy to xla (.to('xla'))", src)
     if (type(dst) is LazyTensor) != (type(src) is LazyTensor):     # cpu -> xla or xla -> cpu
         return copy_across(dst, src)
     return dst.copy_(src)
@@ -72,6 +77,24 @@ FACTORIES = (
 )
 
 
+# Tensors of quantized dtypes and sparse layouts dispatch to their own keys, where torch's own
+# error names no remedy: xla refuses them with one that does.
+_REFUSED = {
+    "QuantizedPrivateUse1": ("empty.memory_format", "empty_strided", "empty_quantized", "_empty_affine_quantized",
+                             "_empty_per_channel_affine_quantized"),
+    "SparsePrivateUse1": ("empty.memory_format", "_sparse_coo_tensor_with_dims"),
+    "SparseCsrPrivateUse1": ("empty.memory_format",),
+}
+
+
+def _refuse(name: str, key: str):
+    def impl(*args, **kwargs):
+        layout = kwargs.get("layout") or (torch.sparse_coo if key.startswith("Sparse") else None)
+        why = unsupported(f"aten.{name}", kwargs.get("dtype"), layout)
+        raise NotImplementedError(why or unsupported(f"aten.{name}", torch.quint8))
+    return impl
+
+
 def register_factories() -> None:
     if _library:
         return
@@ -80,6 +103,9 @@ def register_factories() -> None:
         packet, _, overload = name.partition(".")
         op = getattr(getattr(aten, packet), overload or "default")
         lib.impl(name, _factory(op), "PrivateUse1")
+    for key, names in _REFUSED.items():
+        for name in names:
+            lib.impl(name, _refuse(name, key), key)
     lib.impl("_copy_from", _copy_from, "PrivateUse1")
     lib.impl("_copy_from_and_resize", _copy_from_and_resize, "PrivateUse1")
     _library.append(lib)

@@ -11,7 +11,8 @@ from __future__ import annotations
 import torch
 
 from xlanb.capture import rng
-from xlanb.capture.checks import check_select_from_empty_dim, raise_cpu_verdict_on_empty
+from xlanb.capture.checks import (check_dtype_arguments, check_representable, check_select_from_empty_dim,
+                                  raise_cpu_verdict_on_empty)
 from xlanb.capture.frames import user_location
 from xlanb.state import runtime_state
 from xlanb.capture.tensor import LazyTensor, new_tensor, value
@@ -174,6 +175,7 @@ def infer_meta(func, plan: OpPlan, nargs, nkwargs, on_miss=None):
         key = None
     margs = tuple(_to_meta(a) for a in nargs)
     mkwargs = {k: _to_meta(v) for k, v in nkwargs.items()} if nkwargs else {}
+    check_dtype_arguments(plan.name, margs, mkwargs)
     try:
         out = func(*margs, **mkwargs)
     except NotImplementedError as e:
@@ -189,6 +191,7 @@ def infer_meta(func, plan: OpPlan, nargs, nkwargs, on_miss=None):
     except (IndexError, ValueError, TypeError):     # a meta kernel's Python error: CPU's type wins
         _raise_cpu_error(func, margs, mkwargs)
         raise
+    check_representable(plan.name, out)
     tensors = [a for a in margs if isinstance(a, torch.Tensor)]
     if tensors and all(a.numel() == 0 and a.dtype in _PROBED for a in tensors):
         raise_cpu_verdict_on_empty(func, margs, mkwargs)

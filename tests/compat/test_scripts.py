@@ -39,13 +39,14 @@ def test_replica_collectives_across_two_processes(spawned):
     assert c["scatter"] == [3.0, 6.0]                       # replica 0's half of the sum
     assert c["inplace"] == [[3.0, 6.0, 9.0, 12.0], [1, 3]]   # a list is reduced in place, int64 too
     assert c["rendezvous"] == ["from 0", "from 1"] and c["mesh_reduce"] == 1
+    assert c["broadcast"] == [5.0, 5.0]
 
 
 def test_one_replica_collectives_are_torch_xlas_identities(spawned):
     c = spawned[0]["collectives"]
     assert c["sum"] == c["mean"] == c["max"] == c["scatter"] == [1.0, 2.0, 3.0, 4.0]
     assert c["gather"] == [[1.0, 2.0], [3.0, 4.0]] and c["inplace"] == [[1.0, 2.0, 3.0, 4.0], [0, 1]]
-    assert c["rendezvous"] == ["from 0"] and c["mesh_reduce"] == 0
+    assert c["rendezvous"] == ["from 0"] and c["mesh_reduce"] == 0 and c["broadcast"] == [5.0, 5.0]
 
 
 def test_a_failing_replica_raises_in_the_parent_with_its_error():

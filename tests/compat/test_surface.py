@@ -369,3 +369,32 @@ def test_an_async_closure_that_raises_fails_the_next_sync_and_stops_the_ones_aft
     torch_xla.sync()                           # the error is raised once
     wait_async_closures()
     assert ran == []
+
+
+def test_training_script_helpers():
+    import torch_xla.core.xla_env_vars as xenv
+    import torch_xla.core.xla_model as xm
+    import torch_xla.distributed.spmd as xs
+    import torch_xla.test.test_utils as test_utils
+    from torch_xla._internal import tpu
+    tracker = xm.RateTracker()
+    tracker.add(64)
+    assert tracker.rate() > 0 and tracker.global_rate() > 0
+    model = torch.nn.Linear(2, 2).to("xla")
+    before = model.weight.detach().cpu()
+    xm.broadcast_master_param(model)           # one replica: nothing changes
+    torch.testing.assert_close(model.weight.detach().cpu(), before)
+    assert test_utils.get_summary_writer("/tmp/unused") is None
+    test_utils.write_to_summary(None, 0, {"a": 1.0})
+    moved = xm.send_cpu_data_to_device([torch.ones(2), {"k": torch.zeros(1)}], "xla")
+    assert moved[0].device.type == "xla" and moved[1]["k"].device.type == "xla"
+    assert xenv.PJRT_DEVICE == "PJRT_DEVICE" and tpu.version() == 0 and tpu.num_available_chips() == 0
+    import torch_xla.distributed.spmd.xla_sharding as xla_sharding
+    assert xla_sharding.MarkShardingFunction is xs.MarkShardingFunction
+
+
+def test_print_training_update_prints_torch_xlas_line(capsys):
+    import torch_xla.test.test_utils as test_utils
+    test_utils.print_training_update("xla:0", 20, 0.123456, 10.0, 5.5, epoch=1)
+    out = capsys.readouterr().out
+    assert out.startswith("| Training Device=xla:0 Epoch=1 Step=20 Loss=0.12346 Rate=10.00 GlobalRate=5.50 Time=")

@@ -27,6 +27,11 @@ def collectives(index, n):
     out["inplace"] = [ts[0].cpu().tolist(), ts[1].cpu().tolist()]
     out["rendezvous"] = [p.decode() for p in xm.rendezvous("hello", f"from {index}".encode())]
     out["mesh_reduce"] = xm.mesh_reduce("ordinal", index, sum)
+    w = torch.nn.Linear(2, 1).to("xla")
+    with torch.no_grad():
+        w.weight.fill_(float(index + 5))
+    xm.broadcast_master_param(w)               # every replica gets replica 0's parameters
+    out["broadcast"] = w.weight.detach().cpu().reshape(-1).tolist()
     return out
 
 

@@ -304,3 +304,9 @@ def test_unsupported_op_leaves_other_tensors_usable():
     with pytest.raises(NotImplementedError):
         x.to_sparse()
     assert x.cpu().tolist() == [1.0, 2.0, 3.0]
+
+
+@pytest.mark.parametrize("dtype,view_dtype", [(torch.float32, torch.int16), (torch.int16, torch.float64),
+                                              (torch.float64, torch.uint8), (torch.float32, torch.int32)])
+def test_view_dtype_of_a_zero_element_tensor_reads(dtype, view_dtype):
+    assert_parity(lambda d: torch.ones(0, 5, 64, dtype=dtype, device=d).view(view_dtype))

@@ -278,6 +278,8 @@ def to_cpu(t: LazyTensor, cause: str = "value access") -> torch.Tensor:
 def with_layout(host: torch.Tensor, meta) -> torch.Tensor:
     """`host` (a row-major copy of a value) laid out in memory as `meta` says, so that views
     replayed on it (`view`, `as_strided`) see the storage torch would."""
+    if host.numel() == 0:              # no elements to copy; a download's empty array has any strides
+        return meta.empty("cpu")
     if meta.mkstrides is None or any(st == 0 and d > 1 for d, st in zip(meta.shape, meta.strides)):
         return host                    # contiguous, or overlapping (no layout a copy could take)
     laid = meta.empty("cpu")

@@ -6,14 +6,15 @@ import nbformat
 import pytest
 from nbclient import NotebookClient
 
-NOTEBOOKS = sorted((pathlib.Path(__file__).resolve().parents[2] / "notebooks").glob("0*.ipynb"))
+NOTEBOOKS = sorted((pathlib.Path(__file__).resolve().parents[2] / "notebooks").glob("[0-9][0-9]_*.ipynb"))
 
 
 def test_the_notebooks_exist():
     names = [p.name for p in NOTEBOOKS]
     assert names == ["01_lazy_tensors.ipynb", "02_three_modes.ipynb", "03_named_graphs_and_limits.ipynb",
                      "04_model_bring_up.ipynb", "05_performance.ipynb", "06_torch_compile.ipynb",
-                     "07_sharding.ipynb", "08_what_the_compiler_did.ipynb", "09_generation.ipynb"]
+                     "07_sharding.ipynb", "08_what_the_compiler_did.ipynb", "09_generation.ipynb",
+                     "10_step_replay.ipynb"]
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])

@@ -129,6 +129,7 @@ def test_cnn_batchnorm_running_statistics_equal_tracing():
     assert_same(traced, replayed)
     assert replayed[2].replayed == STEPS - 2
     assert replayed[1]["p.bn1.num_batches_tracked"].item() == STEPS
+    assert replayed[3][-1] == replayed[3][1], f"compiles per step: {replayed[3]}"
 
 
 class DropoutNet(nn.Module):
@@ -152,6 +153,7 @@ def test_dropout_draws_new_masks_on_every_replayed_call():
     assert_same(traced, replayed)
     assert replayed[2].replayed == STEPS - 2
     assert len(set(replayed[0])) == STEPS
+    assert replayed[3][-1] == replayed[3][1], f"compiles per step: {replayed[3]}"
 
 
 def test_gradient_accumulation_over_replayed_calls_without_zero_grad():
@@ -165,8 +167,11 @@ def test_gradient_accumulation_over_replayed_calls_without_zero_grad():
         def accumulate(x):
             (model(x) ** 2).sum().backward()
         f = xlanb.compile(accumulate, replay=replay)
-        for _ in range(5):
+        for i in range(5):
             f(x)
+            if i == 1:
+                after_two = compiles()
+        assert compiles() == after_two
         results.append((model.weight.grad.cpu(), model.bias.grad.cpu(), getattr(f, "replayed", None)))
     assert torch.equal(results[0][0], results[1][0]) and torch.equal(results[0][1], results[1][1])
     assert results[1][2] == 2            # call 1 creates the grads, calls 2 and 3 accumulate: the plan

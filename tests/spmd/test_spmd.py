@@ -115,3 +115,11 @@ def test_device_loader_uploads_batch_n_plus_1_before_step_n_runs(loader_result):
 @pytest.fixture(scope="module")
 def loader_result():
     return run_program("loader")
+
+
+def test_a_replayed_data_parallel_step_equals_tracing_and_guards_its_shardings():
+    r = run_program("replay_dp")
+    assert r["replayed"] == 3 and r["losses_equal"]       # momentum buffers are made in call 1 and r["param_diff"] == 0.0
+    assert r["compiles_after_step2"] == 0
+    (miss,) = r["misses"]
+    assert miss == "replay guard failed: argument 0 sharding ('data', None) -> (None, None)"

@@ -252,6 +252,14 @@ def guard(plan: Trace, args, kwargs) -> str | None:
 
 def _argument(a, expected) -> str | None:
     kind, value = expected
+    if kind == "sharded":
+        meta, sharding = value
+        why = _argument(a, ("tensor", meta))
+        if why is None:
+            b = (a._node if a._node is not None else a._storage.node).buffer
+            if b is not None and sharding is not None and b.sharding != sharding:
+                return f"sharding {_sharding_text(sharding)} -> {_sharding_text(b.sharding)}"
+        return why
     if kind == "tensor":
         if type(a) is not LazyTensor:
             return f"is {type(a).__name__}, not an xla tensor"
@@ -274,6 +282,12 @@ def _argument(a, expected) -> str | None:
     if a is not value:
         return f"is another {type(a).__name__} object"
     return None
+
+
+def _sharding_text(s) -> str:
+    """A NamedSharding's partition spec as a tuple, `('data', None)`; else the sharding's kind."""
+    spec = getattr(s, "spec", None)
+    return repr(tuple(spec)) if spec is not None else type(s).__name__
 
 
 def _resolve(where, args, kwargs):

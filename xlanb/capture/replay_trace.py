@@ -163,12 +163,20 @@ def _state(trace: Trace, args, kwargs, fn) -> None:
 
 def _expect(a) -> tuple:
     if type(a) is LazyTensor:
+        if _rt.several_devices or (_rt.several_devices is None and _rt.count_devices()):   # on a mesh: the argument's sharding is part of the plan
+            return ("sharded", (tensor_meta(a), _sharding(a)))
         return ("tensor", tensor_meta(a))
     if type(a) in _PLAIN:
         return ("value", a)
     if path_object(a):            # its tensors are read by path: another object of its type will do
         return ("type", type(a))
     return ("object", a)
+
+
+def _sharding(t):
+    """The sharding of a computed tensor's buffer (None while it is pending)."""
+    b = holder_node(t).buffer
+    return None if b is None else b.sharding
 
 
 def _has_tensor(x) -> bool:

@@ -1,0 +1,45 @@
+"""tools/torch_suites.py runs device-generic test files (instantiate_device_type_tests) on xla only
+and counts per file; checked on a tiny file of that kind written here (PyTorch's own files are
+not part of the project)."""
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+TINY = textwrap.dedent('''
+    import torch
+    from torch.testing._internal.common_device_type import instantiate_device_type_tests
+    from torch.testing._internal.common_utils import TestCase, run_tests
+
+
+    class TestTiny(TestCase):
+        def test_add(self, device):
+            self.assertEqual(torch.device(device).type, "xla")
+            self.assertEqual((torch.ones(3, device=device) + 1).cpu(), torch.full((3,), 2.0))
+
+        def test_wrong(self, device):
+            self.assertEqual(torch.ones(2, device=device).sum().item(), 3.0)
+
+
+    instantiate_device_type_tests(TestTiny, globals())
+
+    if __name__ == "__main__":
+        run_tests()
+''')
+
+
+def test_runner_instantiates_xla_only_and_counts_per_file(tmp_path):
+    (tmp_path / "test_tiny.py").write_text(TINY)
+    report = tmp_path / "out.md"
+    proc = subprocess.run([sys.executable, os.path.join(ROOT, "tools", "torch_suites.py"), "--tests", str(tmp_path),
+                           "test_tiny.py", "--report", str(report)], capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 1, proc.stdout + proc.stderr          # one test fails
+    counts = json.loads(report.with_suffix(".json").read_text())["test_tiny.py"]
+    assert (counts["run"], counts["passed"], counts["failed"]) == (2, 1, 1)
+    assert counts["failed_tests"][0].startswith("TestTinyPRIVATEUSE1.test_wrong_xla")
+    text = report.read_text()
+    assert "| test_tiny.py | 2 | 1 | 1 | 0 |" in text and "test_wrong_xla" in text

@@ -347,6 +347,7 @@ def test_xla_debugging_entry_points():
     assert torch_xla._XLAC._get_xla_sharding_spec(t2) == ""
     a, b = torch_xla._XLAC._xla_get_tensor_id(t1), torch_xla._XLAC._xla_get_tensor_id(t2)
     assert a != b and torch_xla._XLAC._xla_get_tensor_id(t1) == a
+    assert torch_xla._XLAC._xla_get_tensor_id(t1.detach()) == a        # an alias names the same storage
     assert torch_xla._XLAC._xla_get_default_device() == "xla:0"
 
 

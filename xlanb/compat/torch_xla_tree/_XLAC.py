@@ -5,13 +5,15 @@ xlanb.debug and xlanb.spmd. Only these; the rest of torch_xla's C++ binding is n
 from __future__ import annotations
 
 import itertools
+import weakref
 
 from xlanb import debug
 from xlanb.capture import modes
-from xlanb.capture.tensor import LazyTensor, base_node, tensor_meta, view_chain
+from xlanb.capture.tensor import LazyTensor, base_node, storage_of, tensor_meta, view_chain
 from xlanb.compat import devices, sharding, steps
 
 _next_id = itertools.count(1)
+_storage_ids: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()     # Storage -> id
 
 
 def _get_xla_sharding_spec(t) -> str:
@@ -32,12 +34,15 @@ def _get_xla_tensors_hlo(tensors) -> str:
 
 
 def _xla_get_tensor_id(t) -> int:
-    """A number unique to this tensor object for the process's life (torch_xla's TensorID)."""
+    """A number naming the tensor's storage: tensors that alias one storage (a parameter and its
+    `detach()`, as `state_dict()` returns) have the same id, others differ. transformers tells tied
+    weights apart by it (`id_tensor_storage`)."""
     if type(t) is not LazyTensor:
         raise RuntimeError(f"_xla_get_tensor_id: not an xla tensor ({type(t).__name__} on {t.device})")
-    tensor_id = getattr(t, "_compat_tensor_id", None)
+    storage = storage_of(t)
+    tensor_id = _storage_ids.get(storage)
     if tensor_id is None:
-        tensor_id = t._compat_tensor_id = next(_next_id)
+        tensor_id = _storage_ids[storage] = next(_next_id)
     return tensor_id
 
 

@@ -8,7 +8,7 @@ from xlanb.compat.devices import (get_xla_supported_devices, is_master_ordinal, 
 from xlanb.compat.devices import global_ordinal as get_ordinal
 from xlanb.compat.devices import local_ordinal as get_local_ordinal
 from xlanb.compat.devices import world_size as xrt_world_size
-from xlanb.compat.steps import (add_step_closure, get_rng_state, mark_step, optimization_barrier_, optimizer_step,
+from xlanb.compat.steps import (_fetch_gradients, add_step_closure, get_rng_state, mark_step, optimization_barrier_, optimizer_step,
                                 reduce_gradients, save, set_rng_state, wait_device_ops)
 from xlanb.compat.training import RateTracker, broadcast_master_param, collective_broadcast
 
@@ -41,3 +41,14 @@ def send_cpu_data_to_device(data, device, input_sharding=None):
             input_sharding.apply(t)
         return t
     return [pytree.tree_map(move, d) for d in (data if isinstance(data, (list, tuple)) else [data])]
+
+
+def set_replication(device, devices) -> None:
+    """torch_xla's per-thread replication setup; a no-op here: `xmp.spawn` sets the replicas up."""
+    del device, devices
+
+
+def unlazy(tensors) -> None:
+    """Computes `tensors` now (torch_xla's unlazy)."""
+    from xlanb.compat.torch_xla_tree._XLAC import _xla_sync_multi
+    _xla_sync_multi(tensors)

@@ -47,3 +47,8 @@ def test_mp_device_loader_input_sharding_splits_the_batch(result):
 def test_a_sharded_tensor_computes_as_its_tensor(result):
     assert result["ops"] == ["XLAShardedTensor", "XLAShardedTensor", True, True]
     assert result["inplace"]
+
+
+def test_spmd_fully_sharded_data_parallel_shards_parameters_and_trains_as_cpu(result):
+    assert result["fsdp_weight_spec"] == f"{{devices=[8,1]{ALL}}}"          # Linear(8, 32).weight: 32 rows
+    assert result["fsdp_losses"] == pytest.approx(result["cpu_losses"], rel=1e-5, abs=1e-6)

@@ -24,7 +24,8 @@ TREE = "xlanb.compat.torch_xla_tree"
 MODULES = ("", "_XLAC", "_internal", "_internal.tpu", "core", "core.xla_model", "core.xla_env_vars", "debug",
            "debug.metrics", "debug.profiler", "runtime", "distributed", "distributed.spmd",
            "distributed.spmd.xla_sharding", "distributed.parallel_loader", "distributed.xla_multiprocessing",
-           "distributed.xla_backend", "utils", "utils.utils", "experimental", "test", "test.test_utils")
+           "distributed.xla_backend", "utils", "utils.utils", "experimental",
+           "experimental.spmd_fully_sharded_data_parallel", "test", "test.test_utils")
 BACKENDS = ("openxla", "openxla_eval")
 
 

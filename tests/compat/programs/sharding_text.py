@@ -73,4 +73,34 @@ out["1d_mesh"] = [xs.get_1d_mesh("data").axis_names, xs.get_1d_mesh().axis_names
 batches = [torch.arange(32.0).reshape(16, 2) + i for i in range(2)]
 loader = pl.MpDeviceLoader(batches, torch_xla.device(), input_sharding=xs.ShardingSpec(mesh1, ("data", None)))
 out["loader"] = [torch_xla._XLAC._get_xla_sharding_spec(b) for b in loader]
+
+# SpmdFullyShardedDataParallel trains as the unsharded model does
+from torch_xla.experimental.spmd_fully_sharded_data_parallel import SpmdFullyShardedDataParallel as FSDPv2  # noqa
+
+
+def train(model, device):
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    torch.manual_seed(3)
+    losses = []
+    for _ in range(3):
+        x, y = torch.randn(16, 8), torch.randint(0, 4, (16,))
+        loss = torch.nn.functional.cross_entropy(model(x.to(device)), y.to(device))
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+        torch_xla.sync()
+        losses.append(loss.item())
+    return losses
+
+
+def make():
+    torch.manual_seed(0)
+    return torch.nn.Sequential(torch.nn.Linear(8, 32), torch.nn.ReLU(), torch.nn.Linear(32, 4))
+
+
+fsdp_mesh = xs.Mesh(ids, (n,), ("fsdp",))
+wrapped = FSDPv2(make().to("xla"), mesh=fsdp_mesh)
+out["fsdp_weight_spec"] = torch_xla._XLAC._get_xla_sharding_spec(wrapped.module[0].weight)
+out["fsdp_losses"] = train(wrapped, "xla")
+out["cpu_losses"] = train(make(), "cpu")
 print("RESULT " + json.dumps(out))

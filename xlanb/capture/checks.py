@@ -88,9 +88,19 @@ def check_index_put(x, indices, values) -> None:
                            f"indexing result of shape {list(result)}")
 
 
+_index_shapes: dict = {}     # (x's shape, index shapes and dtypes) -> x[indices].shape: a pure memo
+
+
 def _index_shape(x, indices) -> tuple:
-    meta = [None if i is None else torch.empty(i.shape, dtype=i.dtype, device="meta") for i in indices]
-    return tuple(aten.index.Tensor(torch.empty(x.shape, dtype=x.dtype, device="meta"), meta).shape)
+    key = (tuple(x.shape), tuple(None if i is None else (tuple(i.shape), i.dtype) for i in indices))
+    shape = _index_shapes.get(key)
+    if shape is None:
+        meta = [None if i is None else torch.empty(i.shape, dtype=i.dtype, device="meta") for i in indices]
+        shape = tuple(aten.index.Tensor(torch.empty(x.shape, dtype=x.dtype, device="meta"), meta).shape)
+        if len(_index_shapes) > 10_000:
+            _index_shapes.clear()
+        _index_shapes[key] = shape
+    return shape
 
 
 def _name(dtype: torch.dtype) -> str:

@@ -277,6 +277,15 @@ def test_guard_replaced_parameter():
     assert reasons() == ["replay guard failed: parameter or buffer 'weight' was replaced"]
 
 
+def test_guard_a_frozen_parameter():
+    f, model, opt, x, y = guarded_step()
+    model.bias.requires_grad_(False)
+    bias = model.bias.detach().cpu()
+    f(x, y, 1.5)
+    assert reasons() == ["replay guard failed: 'bias'.requires_grad True -> False (the autograd graph changed)"]
+    assert model.bias.grad is None and torch.equal(model.bias.detach().cpu(), bias)
+
+
 def test_guard_pending_input_is_synced_first():
     f, model, opt, x, y = guarded_step()
     x2 = x * 2                                  # pending when the call starts
@@ -316,7 +325,20 @@ def test_guard_python_global_the_body_reads():
     with torch.no_grad():
         want = (model(x) * 3.0).cpu()
     torch.testing.assert_close(f(x).cpu(), want)
-    assert reasons() == ["replay guard failed: a Python value the body reads changed (SCALE 1.0 -> 3.0)"]
+    assert reasons() == ["replay guard failed: a Python value the body reads by name changed (SCALE 1.0 -> 3.0)"]
+
+
+def test_guard_a_global_tensor_rebound():
+    global BIAS
+    BIAS = torch.ones(4).to("xla")
+    x = torch.arange(4.0).to("xla")
+    f = xlanb.compile(lambda x: (x + BIAS).detach(), replay=True)
+    for _ in range(3):
+        f(x)
+    BIAS = torch.full((4,), 10.0).to("xla")
+    assert f(x).cpu().tolist() == [10.0, 11.0, 12.0, 13.0]
+    assert reasons() == ["replay guard failed: a Python value the body reads by name changed "
+                         "(BIAS a LazyTensor object -> a LazyTensor object)"]
 
 
 def test_guard_training_flag():

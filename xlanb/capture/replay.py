@@ -237,16 +237,18 @@ def guard(plan: Trace, args, kwargs) -> str | None:
         now = hyperparameters(opt)
         if now != hyper:
             return f"{type(opt).__name__} hyperparameters changed ({_first_change(hyper, now)})"
-    for holder_dict, key, value in plan.slots:
+    for holder_dict, key, value, requires_grad in plan.slots:
         if holder_dict.get(key) is not value:
             return f"parameter or buffer '{key}' was replaced"
+        if value.requires_grad is not requires_grad:
+            return f"'{key}'.requires_grad {requires_grad} -> {value.requires_grad} (the autograd graph changed)"
     for p, none in plan.grad_none:
         if (p.grad is None) is not none:
             return f".grad of a {tensor_meta(p).text} parameter {'is set' if none else 'is None'} now"
     if plan.python:
         now = python_values(plan.python_sources)
         if now != plan.python:
-            return f"a Python value the body reads changed ({_first_change(plan.python, now)})"
+            return f"a Python value the body reads by name changed ({_first_change(plan.python, now)})"
     return None
 
 

@@ -28,7 +28,7 @@ from xlanb import events
 from xlanb.capture import realize
 from xlanb.capture.frames import user_frames
 from xlanb.capture.modes import CompileScope
-from xlanb.capture.replay_holders import Holders, find_holders, object_paths, path_object, path_text
+from xlanb.capture.replay_holders import Holders, code_names, find_holders, object_paths, path_object, path_text
 from xlanb.capture.tensor import LazyTensor, Storage, holder_node, tensor_meta
 from xlanb.ir.graph import build_graph
 from xlanb.lower.registry import has_rule
@@ -244,32 +244,51 @@ def hyperparameters(opt) -> tuple:
 
 
 def python_sources(fn) -> tuple:
-    """The plain Python values the body can read by name: its globals (those its code names) and
-    closure cells that hold numbers, strings, bools or None."""
+    """What the body can read by name: its globals (those its code names) and closure cells that
+    hold numbers, strings, bools or None (guarded by value), or tensors, modules and optimizers
+    (guarded by identity: a global rebound to another tensor is noticed)."""
     f = getattr(fn, "__func__", fn)
     code = getattr(f, "__code__", None)
     if code is None:
         return ({}, (), ())
-    names, stack = set(), [code]
-    while stack:
-        c = stack.pop()
-        names.update(c.co_names)
-        stack.extend(k for k in c.co_consts if hasattr(k, "co_names"))
     g = f.__globals__
-    plain = tuple(sorted(n for n in names if n in g and type(g[n]) in _PLAIN))
+    watched = tuple(sorted(n for n in code_names(code) if n in g and _watched(g[n])))
     cells = []
     for var, cell in zip(code.co_freevars, f.__closure__ or ()):
         try:
-            if type(cell.cell_contents) in _PLAIN:
+            if _watched(cell.cell_contents):
                 cells.append((var, cell))
         except ValueError:        # an empty cell
             pass
-    return (g, plain, tuple(cells))
+    return (g, watched, tuple(cells))
+
+
+def _watched(x) -> bool:
+    return type(x) in _PLAIN or isinstance(x, (torch.Tensor, torch.nn.Module, torch.optim.Optimizer))
+
+
+class Same:
+    """An object compared by identity in a guard's tuple of values."""
+
+    __slots__ = ("obj",)
+
+    def __init__(self, obj):
+        self.obj = obj
+
+    def __eq__(self, other) -> bool:
+        return type(other) is Same and other.obj is self.obj
+
+    def __hash__(self) -> int:
+        return id(self.obj)
+
+    def __repr__(self) -> str:
+        return f"a {type(self.obj).__name__} object"
 
 
 def python_values(sources) -> tuple:
     g, names, cells = sources
-    return tuple((n, g.get(n)) for n in names) + tuple((v, c.cell_contents) for v, c in cells)
+    values = [(n, g.get(n)) for n in names] + [(v, c.cell_contents) for v, c in cells]
+    return tuple((n, v if type(v) in _PLAIN else Same(v)) for n, v in values)
 
 
 def _guards(trace: Trace, watcher: _Watcher, fn, args, kwargs) -> None:
@@ -287,7 +306,7 @@ def _guards(trace: Trace, watcher: _Watcher, fn, args, kwargs) -> None:
     slots = []
     for m in modules.values():
         for d in (m._parameters, m._buffers):
-            slots.extend((d, k, v) for k, v in d.items() if v is not None)
+            slots.extend((d, k, v, v.requires_grad) for k, v in d.items() if v is not None)
     trace.slots = tuple(slots)
 
 

@@ -159,29 +159,22 @@ def graph_args(graph: Graph, compiled: Compiled) -> list:
 def launch(compiled: Compiled, name: str, args: list, *, eager: bool, cached: bool, donated: int = 0) -> tuple:
     """Calls the executable on device buffers (and scalar vectors); emits Execute."""
     start = time.perf_counter_ns()
-    try:
-        if _rt.faults:
-            _rt.fault("execution")
-        outs = compiled(*args)
-    except BaseException as error:
-        note_stage(error, f"running graph '{name}' on the device")
-        raise
+    outs = call(compiled, name, args, "running")
     emit(events.Execute(name=name, key=compiled.digest, eager=eager, ns=time.perf_counter_ns() - start,
                         cached=cached, donated=donated))
-    _track(outs)
     return outs
 
 
 @jax_entry
-def call(compiled: Compiled, name: str, args: list) -> tuple:
-    """A replayed launch (capture/replay.py): the executable on `args`, tracked for wait(); the
-    caller emits one Replay event instead of Execute."""
+def call(compiled: Compiled, name: str, args: list, doing: str = "replaying") -> tuple:
+    """The executable on `args`, tracked for wait(), no event: `launch` emits Execute, a replayed
+    call (capture/replay.py) one Replay event."""
     try:
         if _rt.faults:
             _rt.fault("execution")
         outs = compiled(*args)
     except BaseException as error:
-        note_stage(error, f"replaying graph '{name}' on the device")
+        note_stage(error, f"{doing} graph '{name}' on the device")
         raise
     _track(outs)
     return outs

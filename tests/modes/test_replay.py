@@ -451,3 +451,16 @@ def test_replay_is_refused_for_a_with_block():
     with pytest.raises(TypeError, match="replays a function"):
         with xlanb.compile(replay=True):
             pass
+
+
+def test_a_failed_replayed_launch_loses_nothing():
+    f, model, opt, x, y = guarded_step()
+    weight = model.weight.detach().cpu()
+    xlanb.runtime_state().inject_fault("execution", "error")
+    with pytest.raises(RuntimeError, match="injected fault in execution") as raised:
+        f(x, y, 1.5)
+    assert "replaying graph 'step' on the device" in "\n".join(raised.value.__notes__)
+    assert torch.equal(model.weight.detach().cpu(), weight)      # nothing was rebound
+    want = expected_loss(model, x, y)
+    assert f(x, y, 1.5).item() == pytest.approx(want, rel=1e-5)
+    assert f.replayed == 2

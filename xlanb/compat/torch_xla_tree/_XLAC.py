@@ -69,6 +69,16 @@ def _get_xla_tensor_debug_info(t) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _xla_metrics_report() -> str:
+    from xlanb import metrics
+    return metrics.metrics_report()
+
+
+def _xla_counter_value(name: str):
+    from xlanb import metrics
+    return metrics.counter_value(name)
+
+
 def _xla_get_default_device() -> str:
     return str(devices.device())
 

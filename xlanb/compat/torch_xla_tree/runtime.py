@@ -44,3 +44,11 @@ def global_runtime_device_attributes() -> list[dict]:
 
 def runtime_device_attributes(device: str) -> dict:
     return next(a for a in global_runtime_device_attributes() if a["name"] == device)
+
+
+def set_device_type(pjrt_device: str) -> None:
+    """Accepted when it names the platform xlanb runs on; xlanb's platform is chosen before import
+    (XLANB_PLATFORM), so another one is an error that says so."""
+    if pjrt_device.upper().split("_")[0] != device_type():
+        raise RuntimeError(f"xr.set_device_type({pjrt_device!r}): xlanb runs on {device_type()}; choose the platform "
+                           "with XLANB_PLATFORM=cpu|gpu|tpu before the process starts")

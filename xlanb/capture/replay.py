@@ -234,8 +234,8 @@ def guard(plan: Trace, args, kwargs) -> str | None:
         if module.training is not flag:
             return f"{type(module).__name__}.training {flag} -> {module.training} (model.train()/eval())"
     for opt, hyper in plan.hyper:
-        now = hyperparameters(opt)
-        if now != hyper:
+        if _hyper_changed(opt, hyper):
+            now = hyperparameters(opt)
             return f"{type(opt).__name__} hyperparameters changed ({_first_change(hyper, now)})"
     for holder_dict, key, value, requires_grad in plan.slots:
         if holder_dict.get(key) is not value:
@@ -302,6 +302,21 @@ def _resolve(where, args, kwargs):
     if type(t) is not LazyTensor:
         return None
     return t if t._node is not None else t._storage
+
+
+def _hyper_changed(opt, hyper) -> bool:
+    """hyperparameters(opt) != hyper, without building the tuples (every replayed call asks)."""
+    groups = opt.param_groups
+    if len(groups) != len(hyper):
+        return True
+    for group, items in zip(groups, hyper):
+        if len(group) - 1 != len(items) and hyperparameters(opt) != hyper:
+            return True
+        for k, v in items:
+            now = group.get(k, _MISSED)
+            if now is not v and not (type(now) is type(v) and now == v):
+                return True
+    return False
 
 
 def _first_change(before, after) -> str:

@@ -52,3 +52,10 @@ def test_a_sharded_tensor_computes_as_its_tensor(result):
 def test_spmd_fully_sharded_data_parallel_shards_parameters_and_trains_as_cpu(result):
     assert result["fsdp_weight_spec"] == f"{{devices=[8,1]{ALL}}}"          # Linear(8, 32).weight: 32 rows
     assert result["fsdp_losses"] == pytest.approx(result["cpu_losses"], rel=1e-5, abs=1e-6)
+
+
+def test_visualize_sharding_prints_and_returns_the_tile_picture(result):
+    shown, printed = result["visual"]
+    assert printed == shown + "\n"
+    assert shown.splitlines()[0] == "f32[16] ('data',) on mesh data=8"
+    assert "|dev 0 |dev 1 |dev 2 |dev 3 |dev 4 |dev 5 |dev 6 |dev 7 |" in shown

@@ -63,6 +63,10 @@ out["tupled"] = torch_xla._XLAC._get_xla_sharding_spec(q)
 w = (t * 2).sum(dim=1, keepdim=True) + 0.5
 out["pending_value"] = bool(torch.allclose(w.cpu(), (t.cpu() * 2).sum(dim=1, keepdim=True) + 0.5))
 
+import contextlib, io  # noqa: E401,E402
+with contextlib.redirect_stdout(io.StringIO()) as printed:
+    shown = xs.visualize_sharding(v)
+out["visual"] = [shown, printed.getvalue()]
 xs.clear_sharding(t)
 out["cleared"] = torch_xla._XLAC._get_xla_sharding_spec(t)
 out["global_mesh_none"] = xs.get_global_mesh() is None

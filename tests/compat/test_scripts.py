@@ -32,6 +32,13 @@ def test_spawn_two_processes_train_to_the_parameters_of_one_on_the_doubled_batch
         assert p == pytest.approx(q, rel=1e-5, abs=1e-6)
 
 
+def test_launch_starts_as_many_replicas_as_cpu_num_devices(spawned):
+    launched = result_of(run_python("-m", "xlanb.compat", str(PROGRAMS / "spawn_train.py"), "launch",
+                                    env_extra={"CPU_NUM_DEVICES": "2"}, timeout=600))
+    assert launched["world_size"] == 2
+    assert launched["params"] == spawned[1]["params"]
+
+
 def test_replica_collectives_across_two_processes(spawned):
     c = spawned[1]["collectives"]        # replica 0 holds [1, 2, 3, 4], replica 1 twice that
     assert c["sum"] == [3.0, 6.0, 9.0, 12.0] and c["mean"] == [1.5, 3.0, 4.5, 6.0] and c["max"] == [2.0, 4.0, 6.0, 8.0]

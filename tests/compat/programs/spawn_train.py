@@ -1,5 +1,6 @@
 """`xmp.spawn` data parallelism as torch_xla's scripts write it: each replica trains on its slice of
-the batch and `xm.optimizer_step` averages the gradients. `python -m xlanb.compat spawn_train.py N`."""
+the batch and `xm.optimizer_step` averages the gradients.
+`python -m xlanb.compat spawn_train.py N` (N replicas) or `... launch` (torch_xla.launch)."""
 
 import json
 import sys
@@ -57,4 +58,7 @@ def _mp_fn(index, steps):
 
 
 if __name__ == "__main__":
-    xmp.spawn(_mp_fn, args=(3,), nprocs=int(sys.argv[1]))
+    if sys.argv[1] == "launch":           # torch_xla.launch: as many replicas as CPU_NUM_DEVICES says
+        torch_xla.launch(_mp_fn, args=(3,))
+    else:
+        xmp.spawn(_mp_fn, args=(3,), nprocs=int(sys.argv[1]))

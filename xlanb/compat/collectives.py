@@ -33,9 +33,12 @@ _REDUCERS = {REDUCE_SUM: jnp.sum, REDUCE_MUL: jnp.prod, REDUCE_MIN: jnp.min, RED
              REDUCE_AND: jnp.all, REDUCE_OR: jnp.any}
 
 
-def _check(reduce_type: str, tensors, what: str, groups) -> None:
+def _check_reduce_type(reduce_type: str, what: str) -> None:
     if reduce_type not in _REDUCERS:
         raise ValueError(f"{what}: reduce_type must be one of {sorted(_REDUCERS)}, got {reduce_type!r}")
+
+
+def _check(tensors, what: str, groups) -> None:
     if groups:
         raise NotImplementedError(f"{what}(groups=...): replica groups are not supported by xlanb.compat; "
                                   "every collective spans all replicas")
@@ -99,14 +102,16 @@ def all_reduce(reduce_type: str, inputs, scale: float = 1.0, groups=None, pin_la
     """`xm.all_reduce`: a tensor gives a new reduced tensor; a list is reduced in place and returned."""
     single = isinstance(inputs, torch.Tensor)
     tensors = [inputs] if single else list(inputs)
-    _check(reduce_type, tensors, "xm.all_reduce", groups)
+    _check_reduce_type(reduce_type, "xm.all_reduce")
+    _check(tensors, "xm.all_reduce", groups)
     if devices.world_size() == 1:
         return inputs.clone() if single else inputs
     if not tensors:
         return inputs
     replicated = NamedSharding(_mesh(), PartitionSpec())
     with jax.enable_x64(True):
-        outs = _reduce_fn(reduce_type, float(scale), len(tensors), replicated)(_stacked(_local_buffers(tensors, "xm.all_reduce")))
+        stacked = _stacked(_local_buffers(tensors, "xm.all_reduce"))
+        outs = _reduce_fn(reduce_type, float(scale), len(tensors), replicated)(stacked)
     if single:
         return _as_tensor(_local(outs[0]), inputs)
     for t, out in zip(tensors, outs):
@@ -123,7 +128,7 @@ def _gather_fn(dim: int, out_sharding):
 
 def all_gather(value: torch.Tensor, dim: int = 0, groups=None, output=None, pin_layout: bool = True):
     """`xm.all_gather`: every replica's `value` concatenated along `dim`, on every replica."""
-    _check(REDUCE_SUM, [value], "xm.all_gather", groups)
+    _check([value], "xm.all_gather", groups)
     dim = dim % max(value.dim(), 1)
     if devices.world_size() == 1:
         result = value.clone()
@@ -157,7 +162,8 @@ def reduce_scatter(reduce_type: str, input: torch.Tensor, scale: float, scatter_
                    groups=None, output=None, pin_layout: bool = True):
     """`xm.reduce_scatter`: the reduction over replicas, split in `shard_count` pieces along
     `scatter_dim`; replica i keeps piece i."""
-    _check(reduce_type, [input], "xm.reduce_scatter", groups)
+    _check_reduce_type(reduce_type, "xm.reduce_scatter")
+    _check([input], "xm.reduce_scatter", groups)
     n = devices.world_size()
     if shard_count != n:
         raise ValueError(f"xm.reduce_scatter: shard_count {shard_count} must equal the number of replicas ({n})")

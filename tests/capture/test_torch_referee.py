@@ -310,3 +310,16 @@ def test_unsupported_op_leaves_other_tensors_usable():
                                               (torch.float64, torch.uint8), (torch.float32, torch.int32)])
 def test_view_dtype_of_a_zero_element_tensor_reads(dtype, view_dtype):
     assert_parity(lambda d: torch.ones(0, 5, 64, dtype=dtype, device=d).view(view_dtype))
+
+
+@pytest.mark.parametrize("value", [[], [1.0, 2.0, 3.0]])
+def test_mask_assignment_checks_the_value_shape_before_its_dtype(value):
+    def f(d):
+        a = torch.arange(0, 4, device=d)
+        a[a > -1] = torch.tensor(value).to(d)
+    assert "shape mismatch" in assert_parity(f)[2]
+
+
+@pytest.mark.parametrize("dims", [[0, -3], [0, 2], [1, 1]])
+def test_a_decomposed_op_raises_its_own_cpu_error(dims):
+    assert assert_parity(lambda d: torch.arange(1, 5, device=d).view(2, 2).rot90(1, dims))[0] == "error"

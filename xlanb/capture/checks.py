@@ -73,19 +73,21 @@ def check_index_put(x, indices, values) -> None:
     the indexing result's shape (CPU's order of checks)."""
     if not isinstance(values, torch.Tensor):
         return
+    if any(is_mask(i) for i in indices if i is not None):
+        if values.numel() != 1:
+            return              # checked once the masks are integer indices (the shape comes first)
+    else:
+        result = _index_shape(x, indices)
+        try:
+            fits = torch.broadcast_shapes(tuple(values.shape), result) == result
+        except RuntimeError:
+            fits = False
+        if not fits:
+            raise RuntimeError(f"shape mismatch: value tensor of shape {list(values.shape)} cannot be broadcast "
+                               f"to indexing result of shape {list(result)}")
     if values.dtype != x.dtype:
         raise RuntimeError(f"Index put requires the source and destination dtypes match, got "
                            f"{_name(x.dtype)} for the destination and {_name(values.dtype)} for the source.")
-    if any(is_mask(i) for i in indices if i is not None):
-        return                  # checked again once the masks are integer indices
-    result = _index_shape(x, indices)
-    try:
-        fits = torch.broadcast_shapes(tuple(values.shape), result) == result
-    except RuntimeError:
-        fits = False
-    if not fits:
-        raise RuntimeError(f"shape mismatch: value tensor of shape {list(values.shape)} cannot be broadcast to "
-                           f"indexing result of shape {list(result)}")
 
 
 _index_shapes: dict = {}     # (x's shape, index shapes and dtypes) -> x[indices].shape: a pure memo

@@ -48,7 +48,11 @@ def generic(func, args, kwargs):
 
 def decompose_handler(decomp):
     def h(func, args, kwargs):
-        out = decomp(*args, **(kwargs or {}))
+        try:
+            out = decomp(*args, **(kwargs or {}))
+        except (RuntimeError, IndexError, ValueError, TypeError):
+            rec.raise_cpu_error(func, args, kwargs or {})      # the op's own error, not its decomposition's
+            raise
         if out is NotImplemented:
             return generic(func, args, kwargs)
         return out

@@ -186,10 +186,10 @@ def infer_meta(func, plan: OpPlan, nargs, nkwargs, on_miss=None):
         text = str(e)
         if "meta tensor" in text or "data-dependent" in text:   # needs the data, not a shape error
             raise NoMetaKernel(text) from e
-        _raise_cpu_error(func, margs, mkwargs)
+        raise_cpu_error(func, margs, mkwargs)
         raise
     except (IndexError, ValueError, TypeError):     # a meta kernel's Python error: CPU's type wins
-        _raise_cpu_error(func, margs, mkwargs)
+        raise_cpu_error(func, margs, mkwargs)
         raise
     check_representable(plan.name, out)
     tensors = [a for a in margs if isinstance(a, torch.Tensor)]
@@ -316,7 +316,7 @@ def _check_bool_kernel_on_cpu(func, margs, mkwargs) -> None:
         pass
 
 
-def _raise_cpu_error(func, margs, mkwargs) -> None:
+def raise_cpu_error(func, margs, mkwargs) -> None:
     """Re-raises a shape or dtype error with the message torch gives on CPU (meta kernels
     word some errors differently). Only for small inputs; otherwise the meta error stands."""
     tensors = [a for a in margs if isinstance(a, torch.Tensor)]

@@ -131,3 +131,30 @@ def test_torch_compile_of_the_step_still_works_after_xlanb_kept_dynamo_out():
         print(json.dumps({"same": torch.allclose(m.weight, ref.weight), "dynamo": "torch._dynamo" in sys.modules}))
     """)
     assert out == {"same": True, "dynamo": True}
+
+
+def test_other_subclasses_still_get_their_registered_dispatch_rules():
+    """capture/nodtensor.py answers torch's dispatch-rule lookup for LazyTensor only."""
+    from torch._library import simple_registry
+
+    class Doubling(torch.Tensor):
+        @staticmethod
+        def __new__(cls, elem):
+            return torch.Tensor._make_wrapper_subclass(cls, elem.shape, dtype=elem.dtype)
+
+        def __init__(self, elem):
+            self.elem = elem
+
+        @classmethod
+        def __torch_dispatch__(cls, func, types, args=(), kwargs=None):
+            raise AssertionError("the registered rule should have answered")
+
+    assert simple_registry.find_torch_dispatch_rule.__wrapped__ is not None
+    lib = torch.library.Library("aten", "FRAGMENT")      # the registration lives as long as lib
+    torch.library.register_torch_dispatch(
+        "aten::add.Tensor", Doubling, lambda cls, func, types, args, kwargs: args[0].elem * 2 + args[1], lib=lib)
+    try:
+        out = Doubling(torch.ones(2)) + torch.ones(2)
+    finally:
+        lib._destroy()
+    assert out.tolist() == [3.0, 3.0]

@@ -323,3 +323,23 @@ def test_mask_assignment_checks_the_value_shape_before_its_dtype(value):
 @pytest.mark.parametrize("dims", [[0, -3], [0, 2], [1, 1]])
 def test_a_decomposed_op_raises_its_own_cpu_error(dims):
     assert assert_parity(lambda d: torch.arange(1, 5, device=d).view(2, 2).rot90(1, dims))[0] == "error"
+
+
+@pytest.mark.parametrize("index", [[0, 7], [1, -6], [4, 2, 123343]])
+def test_out_of_bounds_list_index_raises_as_on_cpu(index):
+    assert assert_parity(lambda d: torch.zeros(5, 3, device=d)[index])[1] is IndexError
+    assert assert_parity(lambda d: torch.zeros(3, 5, device=d)[:, index])[1] is IndexError
+
+
+def test_out_of_bounds_index_assignment_raises_and_leaves_the_tensor_readable():
+    def f(d):
+        a = torch.zeros(5, device=d)
+        try:
+            a[torch.tensor([1, 5])] = 1.0
+        except IndexError as e:
+            return str(e)
+    assert_parity(f)
+    a = torch.zeros(5, device="xla")
+    with pytest.raises(IndexError):
+        a[torch.tensor([1, 5])] = 1.0
+    assert a.cpu().tolist() == [0.0] * 5          # CPU writes the elements before the bad one; xla none

@@ -1,5 +1,5 @@
-"""Notebook 06's steady transformer step three ways, in a notebook kernel with the extension loaded:
-lazy, `xlanb.compile`, `torch.compile(backend="xlanb")`.
+"""Notebook 06's steady transformer step four ways, in a notebook kernel with the extension loaded:
+lazy, `xlanb.compile`, `torch.compile(backend="xlanb")` and `xlanb.compile(replay=True)`.
 
     python bench/notebook06.py [--rounds 4] [--steps 12] [--in-process] [--cells] [--emit]
 
@@ -63,7 +63,9 @@ _lazy = (train_step, *setup())
 for _r, _more in zip(_rounds, _rounds_of({"lazy_after_dynamo": _lazy,
                                           "compile_after_dynamo": (xlanb.compile(train_step, name="train_step"),
                                                                    *setup()),
-                                          "torch_compile": (torch.compile(train_step, backend="xlanb"), *setup())})):
+                                          "torch_compile": (torch.compile(train_step, backend="xlanb"), *setup()),
+                                          "replay": (xlanb.compile(train_step, name="train_step", replay=True),
+                                                     *setup())})):
     _r.update(_more)
 print("NB06 " + _json.dumps(_rounds))
 """
@@ -146,10 +148,12 @@ def summarize(rounds: list[dict]) -> dict:
         out[f"{name}_step"] = statistics.median(r[name][0] for r in rounds)
         out[f"{name}_cpu"] = statistics.median(r[name][1] for r in rounds)
         base = {"torch_compile": "lazy_after_dynamo", "compile_after_dynamo": "lazy_after_dynamo",
-                "xla_compile_cell": "lazy_cell"}.get(name, "lazy")
+                "replay": "lazy_after_dynamo", "xla_compile_cell": "lazy_cell"}.get(name, "lazy")
         if not name.startswith("lazy"):
             out[f"{name}_vs_lazy"] = statistics.median(r[name][0] / r[base][0] for r in rounds)
             out[f"{name}_cpu_vs_lazy"] = statistics.median(r[name][1] / r[base][1] for r in rounds)
+    if "replay" in rounds[0]:
+        out["replay_vs_torch_compile"] = statistics.median(r["replay"][0] / r["torch_compile"][0] for r in rounds)
     return out
 
 
@@ -193,6 +197,8 @@ def main():
         print(f"  {name:20} {figures[f'{name}_step'] * 1e3:7.2f} ms  CPU {figures[f'{name}_cpu'] * 1e3:7.2f} ms{ratio}")
     target = figures["compile_vs_lazy"]
     print(f"  xlanb.compile / lazy = {target:.2f}x (target <= 1.05x: {'met' if target <= 1.05 else 'missed'})")
+    replay = figures["replay_vs_torch_compile"]
+    print(f"  replayed / torch.compile = {replay:.2f}x (target < 1.0x: {'met' if replay < 1.0 else 'missed'})")
 
 
 # bench/run.py: the job (one kernel; it alternates the three ways itself) and the figures of the table
@@ -200,12 +206,15 @@ SCRIPT = "notebook06.py"
 JOBS = [("xlanb", "notebook06", "notebook06")]
 ARGS = ["--rounds", "4", "--steps", "12", "--emit"]
 _WAYS = {"lazy": "lazy", "compile": "xlanb.compile", "lazy_after_dynamo": "lazy once dynamo is set up",
-         "compile_after_dynamo": "xlanb.compile once dynamo is set up", "torch_compile": "torch.compile"}
+         "compile_after_dynamo": "xlanb.compile once dynamo is set up", "torch_compile": "torch.compile",
+         "replay": "xlanb.compile(replay=True)"}
 FIGURES = [Figure(f"notebook06.{w}_step", f"notebook 06 steady step in a kernel, {label}", "s", f"notebook06.{w}_step")
            for w, label in _WAYS.items()] + [
     Figure(f"notebook06.{w}_vs_lazy", f"notebook 06 steady step in a kernel, {label} / lazy", "x",
            f"notebook06.{w}_vs_lazy", target=at_most(1.05, "<= 1.05x") if w == "compile" else None)
-    for w, label in _WAYS.items() if not w.startswith("lazy")]
+    for w, label in _WAYS.items() if not w.startswith("lazy")] + [
+    Figure("notebook06.replay_vs_torch_compile", "notebook 06 steady step in a kernel, replayed / torch.compile", "x",
+           "notebook06.replay_vs_torch_compile", target=at_most(1.0, "< 1.0x (faster)"))]
 
 
 if __name__ == "__main__":

@@ -59,6 +59,8 @@ def install() -> None:
         module = importlib.import_module(f"{TREE}.{name}" if name else TREE)
         sys.modules[f"torch_xla.{name}" if name else "torch_xla"] = module
     _alias_compile_backends()
+    from xlanb.compat import counters
+    counters.install()
 
 
 def uninstall() -> None:
@@ -67,6 +69,8 @@ def uninstall() -> None:
     for name in [n for n in sys.modules if n == "torch_xla" or n.startswith("torch_xla.")]:
         if sys.modules[name].__name__.startswith(TREE):
             del sys.modules[name]
+    from xlanb.compat import counters
+    counters.uninstall()
     original = getattr(torch.compile, "_xlanb_compat_original", None)
     if original is not None:
         torch.compile = original

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from xlanb.compat import profiler, steps
 from xlanb.loader import DeviceLoader
+from xlanb.spmd.mesh import as_mesh
 
 
 def _data_axis(input_sharding):
@@ -23,7 +24,7 @@ def _data_axis(input_sharding):
     mesh, spec = input_sharding.mesh, tuple(input_sharding.partition_spec)
     first = spec[0] if spec else None
     if isinstance(first, int) and not isinstance(first, bool):
-        first = mesh.axis_names[first]
+        first = as_mesh(mesh).axis_names[first]
     if not isinstance(first, str) or any(e is not None for e in spec[1:]):
         raise NotImplementedError(f"MpDeviceLoader(input_sharding=ShardingSpec(mesh, {spec})): xlanb.compat splits the "
                                   "batch (first) dimension over one mesh axis, e.g. ('data', None); other specs are "

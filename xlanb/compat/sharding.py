@@ -20,7 +20,7 @@ from torch.utils import _pytree as pytree
 from xlanb._config import config
 from xlanb.capture.tensor import LazyTensor
 from xlanb.spmd import api, mesh as mesh_module
-from xlanb.spmd.mesh import Mesh
+from xlanb.compat.mesh import HybridMesh, Mesh
 
 _global_mesh: list = []
 _warned_use_spmd: list = []
@@ -61,7 +61,7 @@ def get_1d_mesh(axis_name: str | None = None) -> Mesh:
 
 
 def set_global_mesh(mesh: Mesh) -> None:
-    _global_mesh[:] = [mesh_module.as_mesh(mesh)]
+    _global_mesh[:] = [mesh if isinstance(mesh, mesh_module.Mesh) else mesh_module.as_mesh(mesh)]
 
 
 def get_global_mesh() -> Mesh | None:

@@ -78,8 +78,10 @@ def get_1d_mesh(axis_name: str = "data") -> Mesh:
 
 def as_mesh(mesh) -> Mesh:
     """An xlanb Mesh from a Mesh, a jax Mesh, or a torch.distributed DeviceMesh."""
-    if isinstance(mesh, Mesh):
+    if type(mesh) is Mesh:
         return mesh
+    if isinstance(mesh, Mesh):     # a subclass that presents other names (xlanb.compat's torch_xla Mesh)
+        return Mesh(mesh.device_ids, mesh.jax_mesh.devices.shape, mesh.jax_mesh.axis_names)
     if isinstance(mesh, jax.sharding.Mesh):
         position = {d: i for i, d in enumerate(jax.devices(config().platform or None))}
         return Mesh([position[d] for d in mesh.devices.flat], mesh.devices.shape, mesh.axis_names)

@@ -122,3 +122,14 @@ def _xla_wait_device_ops(devices=None) -> None:
 def _xla_get_replication_devices_count() -> int:
     return 0 if devices.world_size() == 1 else devices.world_size()
 
+
+
+def _global_tensor_from_cpu_shards(shards, sharding, global_shape=None):
+    """An xla tensor put together from one CPU shard per device (xlanb/compat/mesh.py)."""
+    from xlanb.compat.mesh import global_tensor_from_cpu_shards
+    return global_tensor_from_cpu_shards(shards, sharding, global_shape)
+
+
+def _xla_increment_counter(name: str, n: int = 1) -> None:
+    from xlanb.compat.counters import increment_counter
+    increment_counter(name, n)

@@ -1,0 +1,47 @@
+"""torch_xla's metric names that xlanb's events also answer, kept beside xlanb.metrics' own (in the
+same tables, so `met.metric_data`, the reports and `met.clear_all` see them):
+
+| torch_xla | xlanb event |
+|---|---|
+| `OutboundData`, `InboundData` (bytes) | `Transfer` to / from the device |
+| `InputOutputAliasCount` (a metric: aliased buffers per compiled graph) | the first `Execute` of a compiled graph that donated buffers |
+| `ExecuteReplicatedTime` | `Execute` of a graph compiled for several devices (`Partitioned`) |
+
+Subscribed by `xlanb.compat.install()`; torch_xla's other internal counters have no xlanb event.
+"""
+
+from __future__ import annotations
+
+from xlanb import events
+from xlanb.metrics import _count, _sample
+from xlanb.state import runtime_state
+
+_rt = runtime_state()
+_partitioned: set[str] = set()        # keys of graphs compiled for several devices
+
+
+def count_event(e: events.Event) -> None:
+    with _rt.lock:
+        if isinstance(e, events.Transfer):
+            _sample("OutboundData" if e.direction == "to_device" else "InboundData", e.nbytes)
+        elif isinstance(e, events.Partitioned):
+            _partitioned.add(e.key)
+        elif isinstance(e, events.Execute):
+            if e.donated and not e.cached:
+                _sample("InputOutputAliasCount", e.donated)
+            if e.key in _partitioned:
+                _sample("ExecuteReplicatedTime", e.ns)
+
+
+def increment_counter(name: str, n: int = 1) -> None:
+    """`_XLAC._xla_increment_counter`: adds to a counter (made when missing)."""
+    with _rt.lock:
+        _count(name, n)
+
+
+def install() -> None:
+    _rt.subscribe(count_event)
+
+
+def uninstall() -> None:
+    _rt.unsubscribe(count_event)

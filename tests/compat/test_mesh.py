@@ -43,6 +43,11 @@ def test_global_tensor_from_cpu_shards(result):
     assert result["bad_shards"] == ["_global_tensor_from_cpu_shards"] * 4
 
 
+def test_load_local_shards_writes_edited_shards_back(result):
+    assert result["loaded"] == [[-float(i) for i in range(16)], f"{{devices=[8]{ALL}}}"]
+    assert result["load_refused"] == ["set_local_shards"] * 2
+
+
 def test_torch_xla_metric_names_from_xlanb_events(result):
     assert result["outbound"] == [1, 16 * 8 * 4]
     assert result["alias"] == [1, 1]

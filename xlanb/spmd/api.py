@@ -77,6 +77,31 @@ def clear_sharding(t: torch.Tensor) -> torch.Tensor:
     return t
 
 
+def set_local_shards(t: torch.Tensor, arrays: list) -> torch.Tensor:
+    """Replaces the data of a sharded tensor shard by shard, keeping its sharding: one array per
+    device of this process holding a tile, in device-id order, each of its tile's shape (what
+    torch_xla's `load_local_shards_` does). Returns `t`."""
+    _check_tensor(t, "set_local_shards")
+    buf = realize(t, "set_local_shards").buffer
+    if not is_multi_device(buf.sharding) or buf.sharding.is_fully_replicated:
+        raise RuntimeError("set_local_shards: the tensor is not split into tiles (replicated or on one device); "
+                           "give it a tiled sharding with mark_sharding first, or write it whole")
+    shards = sorted(buf.addressable_shards, key=lambda sh: sh.device.id)
+    if len(arrays) != len(shards):
+        raise RuntimeError(f"set_local_shards: {len(arrays)} shards given for {len(shards)} devices; give one per "
+                           "device")
+    with jax.enable_x64(True):
+        placed = []
+        for a, sh in zip(arrays, shards):
+            a = np.asarray(a, dtype=buf.dtype)
+            if a.shape != sh.data.shape:
+                raise RuntimeError(f"set_local_shards: a shard of shape {list(a.shape)} for the tile of device "
+                                   f"{sh.device.id}, which has shape {list(sh.data.shape)}")
+            placed.append(jax.device_put(a, sh.device))
+        _set_buffer(t, jax.make_array_from_single_device_arrays(buf.shape, buf.sharding, placed))
+    return t
+
+
 def _one_device(buf):
     if not is_multi_device(buf.sharding):
         return buf
@@ -151,5 +176,5 @@ def to_one_device(*objects) -> None:
         rng.version += 1
 
 
-__all__ = ["Mesh", "mark_sharding", "clear_sharding", "get_sharding", "sharding_spec", "visualize_sharding",
+__all__ = ["Mesh", "mark_sharding", "clear_sharding", "get_sharding", "set_local_shards", "sharding_spec", "visualize_sharding",
            "to_one_device"]

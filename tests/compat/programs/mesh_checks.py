@@ -73,6 +73,20 @@ for args in ((shards[:-1], mesh1.get_op_sharding((0,))), (shards, mesh1.get_op_s
         bad.append(str(e).split(":")[0])
 out["bad_shards"] = bad
 
+xt = xs.mark_sharding(torch.arange(16.0).to("xla"), mesh1, (0,))
+shards = xt.local_shards
+for s in shards:
+    s.data *= -1
+xt.load_local_shards_(shards)
+out["loaded"] = [xt.global_tensor.cpu().tolist(), xt.sharding_spec]
+refused = []
+for bad in (shards[:-1], [xs.XLAShard(torch.zeros(4), s.indices, s.shard_device, 0) for s in shards]):
+    try:
+        xt.load_local_shards_(bad)
+    except RuntimeError as e:
+        refused.append(str(e).split(":")[0])
+out["load_refused"] = refused
+
 torch_xla.sync(wait=True)
 met.clear_all()
 x = torch.zeros(16, 8).to("xla")

@@ -343,3 +343,15 @@ def test_out_of_bounds_index_assignment_raises_and_leaves_the_tensor_readable():
     with pytest.raises(IndexError):
         a[torch.tensor([1, 5])] = 1.0
     assert a.cpu().tolist() == [0.0] * 5          # CPU writes the elements before the bad one; xla none
+
+
+@pytest.mark.parametrize("op", ["floor", "ceil", "round", "trunc", "sign", "frac", "exp", "sgn", "abs", "angle"])
+def test_complex_pointwise_ops_compute_or_refuse_as_on_cpu(op):
+    assert_parity(lambda d: getattr(torch, op)(torch.tensor([1 + 1j, -2.5 + 0.5j], device=d)))
+
+
+def test_complex_out_of_an_op_cpu_refuses_for_complex_raises():
+    def f(d):
+        t = torch.tensor(1 + 1j, device=d)
+        return torch.floor(t, out=torch.empty(0, dtype=torch.complex64, device=d))
+    assert assert_parity(f)[1] is NotImplementedError

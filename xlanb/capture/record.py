@@ -266,10 +266,11 @@ def _on_cpu(x):
 
 _POINTWISE = torch.Tag.pointwise
 _PROBE_ERRORS = (RuntimeError, NotImplementedError, TypeError)
-# dtypes whose CPU kernels are the reference (half, complex and float8 kernels are sparser on
-# CPU than on accelerators: no probe there)
+# dtypes whose CPU kernels are the reference (half and float8 kernels are sparser on CPU than on
+# accelerators: no probe there; complex ones are complete, and refuse what no backend computes,
+# floor or sign of a complex number)
 _PROBED = {torch.bool, torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64, torch.float32,
-           torch.float64}
+           torch.float64, torch.complex64, torch.complex128}
 
 
 def _one(x, laid_out: bool):

@@ -50,6 +50,7 @@ def test_load_local_shards_writes_edited_shards_back(result):
 
 def test_torch_xla_metric_names_from_xlanb_events(result):
     assert result["outbound"] == [1, 16 * 8 * 4]
+    assert result["tensor_to_data"]
     assert result["alias"] == [1, 1]
     assert result["replicated_time"] >= 1
     assert result["inbound"] == [1, 16 * 8 * 4]

@@ -4,6 +4,7 @@ same tables, so `met.metric_data`, the reports and `met.clear_all` see them):
 | torch_xla | xlanb event |
 |---|---|
 | `OutboundData`, `InboundData` (bytes) | `Transfer` to / from the device |
+| `TensorToData` (ns) | `Transfer` to the device (the same time as `TransferToDeviceTime`) |
 | `InputOutputAliasCount` (a metric: aliased buffers per compiled graph) | the first `Execute` of a compiled graph that donated buffers |
 | `ExecuteReplicatedTime` | `Execute` of a graph compiled for several devices (`Partitioned`) |
 
@@ -24,6 +25,8 @@ def count_event(e: events.Event) -> None:
     with _rt.lock:
         if isinstance(e, events.Transfer):
             _sample("OutboundData" if e.direction == "to_device" else "InboundData", e.nbytes)
+            if e.direction == "to_device":
+                _sample("TensorToData", e.ns)
         elif isinstance(e, events.Partitioned):
             _partitioned.add(e.key)
         elif isinstance(e, events.Execute):

@@ -91,6 +91,7 @@ torch_xla.sync(wait=True)
 met.clear_all()
 x = torch.zeros(16, 8).to("xla")
 out["outbound"] = met.metric_data("OutboundData")[:2]
+out["tensor_to_data"] = met.metric_data("TensorToData")[:2] == met.metric_data("TransferToDeviceTime")[:2]
 xs.mark_sharding(x, mesh1, ("data", None))
 x += 1
 torch_xla.sync(wait=True)

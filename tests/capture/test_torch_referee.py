@@ -355,3 +355,24 @@ def test_complex_out_of_an_op_cpu_refuses_for_complex_raises():
         t = torch.tensor(1 + 1j, device=d)
         return torch.floor(t, out=torch.empty(0, dtype=torch.complex64, device=d))
     assert assert_parity(f)[1] is NotImplementedError
+
+
+@pytest.mark.parametrize("shape,fmt", [((2, 3, 4, 5), torch.channels_last), ((2, 2, 3, 4, 5), torch.channels_last_3d),
+                                       ((2, 3, 4, 5), torch.contiguous_format)])
+def test_resize_as_preserving_the_format_takes_the_template_layout(shape, fmt):
+    def f(d):
+        template = torch.zeros(shape, device=d).contiguous(memory_format=fmt)
+        flat = torch.zeros(template.numel(), device=d)
+        flat.resize_as_(template, memory_format=torch.preserve_format)
+        return flat.stride()
+    assert_parity(f)
+
+
+def test_out_tensors_that_must_have_the_result_shape_are_written():
+    def f(d):
+        a = torch.arange(4.0, device=d)
+        out1, out2, diag = torch.empty(2, device=d), torch.empty(2, device=d), torch.empty(2, device=d)
+        torch.split_copy(a, 2, out=(out1, out2))
+        torch.diagonal_copy(a.reshape(2, 2), out=diag)
+        return out1, out2, diag
+    assert_parity(f)

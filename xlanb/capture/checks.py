@@ -176,30 +176,30 @@ def raise_cpu_verdict_on_empty(func, margs, mkwargs) -> None:
 
 
 def check_out_on_cpu(func, functional, args, kwargs, out_names) -> None:
-    """An out= op on small CPU zeros of its inputs' shapes (one element each when large), with
-    empty out= tensors of the out dtypes: when CPU refuses it but computes the functional op,
-    the refusal is about the out= tensors (all(out=<float>)), and is raised with CPU's message."""
-    small = sum(t.numel() for t in _tensors(args)) <= 4096
+    """An out= op on CPU zeros of its inputs' shapes (small ones only), with empty out= tensors
+    (no resize warning can leak from an empty one), then with out= tensors of their own shapes
+    (split_copy does not resize): when CPU refuses both but computes the functional op, the
+    refusal is about the out= tensors (all(out=<float>)), and is raised with CPU's message."""
+    if sum(t.numel() for t in _tensors((args, tuple(kwargs.values())))) > 4096:
+        return
 
-    def probe(x, out: bool):
+    def probe(x, empty: bool):
         if isinstance(x, torch.Tensor):
-            if out:
-                return torch.empty(0, dtype=x.dtype)
-            return torch.zeros(x.shape if small else (1,) * x.dim(), dtype=x.dtype)
+            return torch.zeros(0 if empty else x.shape, dtype=x.dtype)
         if isinstance(x, (list, tuple)):
-            return type(x)(probe(y, out) for y in x)
+            return type(x)(probe(y, empty) for y in x)
         return torch.device("cpu") if isinstance(x, torch.device) else x
     host_args = probe(tuple(args), False)
-    host_kwargs = {k: probe(v, k in out_names) for k, v in kwargs.items()}
     with torch.no_grad(), host_dispatch(), warnings.catch_warnings():
         warnings.simplefilter("ignore")
+        for empty in (True, False):
+            try:
+                func(*host_args, **{k: probe(v, empty and k in out_names) for k, v in kwargs.items()})
+                return
+            except _CPU_ERRORS as e:
+                error = e
         try:
-            func(*host_args, **host_kwargs)
-            return
-        except _CPU_ERRORS as e:
-            error = e
-        try:
-            functional(*host_args, **{k: v for k, v in host_kwargs.items() if k not in out_names})
+            functional(*host_args, **{k: probe(v, False) for k, v in kwargs.items() if k not in out_names})
         except _CPU_ERRORS:
             return              # the inputs' zeros, not the out= tensors, are what CPU refused
     raise type(error)(str(error)) from None

@@ -257,6 +257,8 @@ def resize_(func, args, kwargs):
     if type(self) is not LazyTensor:
         return cpu_cut(func, args, kwargs)
     memory_format = (kwargs or {}).get("memory_format")
+    if memory_format == torch.preserve_format and str(func).startswith("aten.resize_as_"):
+        memory_format = _suggested_format(args[1])
     if memory_format is None:                   # CPU keeps the strides of a tensor of the same shape
         if tuple(self.shape) != tuple(int(d) for d in shape):
             resize_value(self, shape)
@@ -265,6 +267,14 @@ def resize_(func, args, kwargs):
     else:
         resize_value(self, shape, torch.empty(shape, memory_format=memory_format, device="meta").stride())
     return self
+
+
+def _suggested_format(t) -> torch.memory_format:
+    """torch's suggest_memory_format: channels-last when t is laid out so, else contiguous."""
+    for fmt, dims in ((torch.channels_last, 4), (torch.channels_last_3d, 5)):
+        if t.dim() == dims and not t.is_contiguous() and t.is_contiguous(memory_format=fmt):
+            return fmt
+    return torch.contiguous_format
 
 
 def set_(func, args, kwargs):

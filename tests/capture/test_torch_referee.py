@@ -376,3 +376,13 @@ def test_out_tensors_that_must_have_the_result_shape_are_written():
         torch.diagonal_copy(a.reshape(2, 2), out=diag)
         return out1, out2, diag
     assert_parity(f)
+
+
+@pytest.mark.parametrize("dtype,view_dtype", [(torch.complex64, torch.int64), (torch.int64, torch.complex64),
+                                              (torch.float64, torch.complex64), (torch.int32, torch.float32)])
+def test_view_dtype_of_a_0_dim_tensor_computes(dtype, view_dtype):
+    def f(d):
+        a = torch.tensor(3, device=d).to(dtype)
+        v = a.view(view_dtype)
+        return v * 1 if not view_dtype.is_complex else torch.view_as_real(v * 1), v.view(dtype) * 1
+    assert_parity(f)

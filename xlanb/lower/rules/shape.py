@@ -96,6 +96,8 @@ def view_dtype(x, dtype):
     to = to_jax_dtype(dtype)
     if x.dtype == to:
         return x
+    if x.ndim == 0:                     # only between dtypes of one size, as in torch: as one element
+        return view_dtype(x.reshape(1), dtype).reshape(())
     if jnp.issubdtype(x.dtype, jnp.complexfloating):
         pairs = _real_pairs(x)
         x = pairs.reshape(x.shape[:-1] + (x.shape[-1] * 2,)) if x.ndim else pairs

@@ -399,3 +399,23 @@ def test_print_training_update_prints_torch_xlas_line(capsys):
     test_utils.print_training_update("xla:0", 20, 0.123456, 10.0, 5.5, epoch=1)
     out = capsys.readouterr().out
     assert out.startswith("| Training Device=xla:0 Epoch=1 Step=20 Loss=0.12346 Rate=10.00 GlobalRate=5.50 Time=")
+
+
+def test_compiling_a_function_again_shares_its_graph_limit(compat):
+    """torch_xla counts a function's graphs per function: a second torch_xla.compile of the same
+    function sees the graphs the first traced, and the cache does not keep the function alive."""
+    import gc
+    import weakref
+
+    import torch_xla
+
+    def double(x):
+        return x + x
+
+    torch_xla.compile(double, max_different_graphs=1)(torch.ones(4, device="xla"))
+    with pytest.raises(RuntimeError, match="Maximum number of different graphs allowed per function exceeded: 1"):
+        torch_xla.compile(double, max_different_graphs=1)(torch.ones(3, device="xla"))
+    ref = weakref.ref(double)
+    del double
+    gc.collect()
+    assert ref() is None

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import functools
+import weakref
 
 import torch
 from torch.utils import _pytree as pytree
@@ -26,6 +27,9 @@ _closures: list = []           # (closure, args), run after the next sync, in or
 _async_closures: list = []
 _async_runner: list = []       # the one background thread's executor, made on first use
 _async_errors: list = []       # an exception an async closure raised, re-raised at the next sync
+# f -> {(name, full_graph, max_different_graphs): xlanb's compiled f}: torch_xla counts a function's
+# graphs per function, so compiling the same function again shares its graph count
+_compiled_functions: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
 def add_step_closure(closure, args: tuple = (), run_async: bool = False) -> None:
@@ -120,7 +124,7 @@ def compile(f=None, full_graph: bool = False, name: str | None = None, max_diffe
                                   "set XLA flags with the XLA_FLAGS environment variable before the process starts")
     if f is None:
         return _Compiled(name, full_graph, max_different_graphs)
-    compiled = modes.compile(f, name=name, full_graph=full_graph, max_different_graphs=max_different_graphs)
+    compiled = _compiled(f, name, full_graph, max_different_graphs)
 
     @functools.wraps(f)
     def run(*args, **kwargs):
@@ -128,6 +132,23 @@ def compile(f=None, full_graph: bool = False, name: str | None = None, max_diffe
         run_step_closures()
         return out
     return run
+
+
+def _compiled(f, name, full_graph, max_different_graphs):
+    """xlanb's compiled `f`, one per function and settings (a new one for what cannot be weakly referenced)."""
+    key = (name, full_graph, max_different_graphs)
+    try:
+        per_function = _compiled_functions.setdefault(f, {})
+    except TypeError:
+        return modes.compile(f, name=name, full_graph=full_graph, max_different_graphs=max_different_graphs)
+    if key not in per_function:
+        ref = weakref.ref(f)             # the cache must not keep f alive
+
+        def call(*args, **kwargs):
+            return ref()(*args, **kwargs)
+        per_function[key] = modes.compile(call, name=name or getattr(f, "__name__", "compiled"), full_graph=full_graph,
+                                          max_different_graphs=max_different_graphs)
+    return per_function[key]
 
 
 def step():

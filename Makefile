@@ -15,7 +15,7 @@ EXT_BUILT := xlanb/labextension/package.json
 EXT_DIR := $(VENV)/share/jupyter/labextensions/xlanb-lab
 WIDGET_BUILT := xlanb/notebook/static/widget.js
 
-.PHONY: setup labextension widget wheel test test-ops-full test-torch-suites lab docs bench fuzz clean
+.PHONY: setup labextension widget wheel test test-ops-full test-torch-suites torch-xla-referee lab docs bench fuzz clean
 
 $(STAMP): pyproject.toml requirements-dev.txt
 	$(PYTHON) -m venv $(VENV)
@@ -73,6 +73,12 @@ test-ops-full: $(STAMP)
 test-torch-suites: $(STAMP)
 	@test -n "$(TORCH_TESTS)" || { echo "usage: make test-torch-suites TORCH_TESTS=<dir of pytorch test files>"; exit 2; }
 	$(PY) tools/torch_suites.py --tests $(TORCH_TESTS) $(TORCH_TEST_FILES)
+
+# torch_xla's own test files against xlanb.compat, as the referee: XLA is a pytorch/xla checkout
+# (not part of this project); one pass count per file (docs/torch_xla.md has the last counts)
+torch-xla-referee: $(STAMP)
+	@test -n "$(XLA)" || { echo "usage: make torch-xla-referee XLA=<pytorch/xla checkout>"; exit 2; }
+	$(PY) -m xlanb.compat.referee $(XLA)
 
 lab: setup
 	mkdir -p notebooks

@@ -104,3 +104,13 @@ def test_hf_save_pretrained_and_from_pretrained_round_trip(tmp_path):
     assert loaded.lm_head.weight.data_ptr() == loaded.transformer.wte.weight.data_ptr()     # still tied
     ids = torch.tensor([[1, 2, 3]], device="xla")
     torch.testing.assert_close(loaded(ids).logits.cpu(), model(ids).logits.cpu())
+
+
+@pytest.mark.parametrize("d", ["cpu", "xla"])
+def test_untyped_storage_bytes_read_as_on_cpu(d):
+    x = torch.arange(3.0, device=d)
+    s = x.untyped_storage()
+    assert s.cpu().tolist() == s.tolist() == torch.arange(3.0).view(torch.uint8).tolist()
+    assert bytes(s) == torch.arange(3.0).numpy().tobytes()
+    as_int = torch.empty(0, dtype=torch.int32, device=d).set_(s, 1, (2,), (1,))
+    assert as_int.cpu().tolist() == torch.arange(3.0).view(torch.int32)[1:].tolist()

@@ -302,14 +302,19 @@ def set_storage(func, args, kwargs):
             f"set_() of an xla tensor takes the untyped_storage() of an xla tensor; got a storage on "
             f"{untyped.device}: move the tensor it came from to '{self.device}' first")
     root = storage.node.meta
-    if root.dtype != self.dtype:
-        raise NotImplementedError(
-            f"set_() of an xla tensor of dtype {self.dtype} to a storage of {root.dtype} values is not supported "
-            f"on xla; take a view of the tensor that owns the storage (`.view({self.dtype})`) instead")
-    size = tuple(kw.get("size", (root.numel,)))
+    whole = new_view(storage, (), root)
+    numel = root.numel
+    if root.dtype != self.dtype:            # the storage's bytes as self's dtype (UntypedStorage.cpu())
+        numel = root.numel * root.dtype.itemsize // self.dtype.itemsize
+        whole = aten.view.dtype(as_strided_view(whole, (root.numel,), (1,), 0), self.dtype)
+    size = tuple(kw.get("size", (numel,)))
     stride = kw.get("stride")
     stride = contiguous_strides(size) if stride is None or len(stride) == 0 and size else tuple(stride)
-    view = as_strided_view(new_view(storage, (), root), size, stride, int(kw.get("storage_offset", 0)))
+    offset = int(kw.get("storage_offset", 0))
+    if root.dtype == self.dtype:
+        view = as_strided_view(whole, size, stride, offset)
+    else:
+        view = aten.as_strided.default(whole, size, stride, offset)
     with torch._C._DisableTorchDispatch():
         self.data = view                     # the wrapper's sizes, strides and storage, not a value
     self._node, self._storage = None, storage

@@ -419,3 +419,26 @@ def test_compiling_a_function_again_shares_its_graph_limit(compat):
     del double
     gc.collect()
     assert ref() is None
+
+
+def test_a_step_whose_body_raises_still_syncs_what_it_traced(compat):
+    """torch_xla.step() / compile sync before the body and, in a `finally`, after it: a body that
+    raises still runs the graph it traced (xlanb.compile leaves it pending)."""
+    import torch_xla
+    import torch_xla.debug.metrics as met
+
+    met.clear_all()
+    kept = []
+    with pytest.raises(RuntimeError, match="expected"):
+        with torch_xla.step():
+            kept.append(torch.ones(3, device="xla") * 2)
+            raise RuntimeError("expected")
+    assert met.counter_value("MarkStep") == 2
+    assert base_node(kept[0]).buffer is not None
+
+    def fails(x):
+        kept.append(x + 1)
+        raise ValueError("expected")
+    with pytest.raises(ValueError, match="expected"):
+        torch_xla.compile(fails)(torch.ones(2, device="xla"))
+    assert base_node(kept[1]).buffer is not None

@@ -109,6 +109,8 @@ class _Compiled:
         result = self._inner.__exit__(*exc)
         if exc[0] is None:
             run_step_closures()
+        elif issubclass(exc[0], Exception):
+            sync()                 # torch_xla syncs in a `finally`: what the body traced still runs
         return result
 
     def __call__(self, f):
@@ -128,7 +130,11 @@ def compile(f=None, full_graph: bool = False, name: str | None = None, max_diffe
 
     @functools.wraps(f)
     def run(*args, **kwargs):
-        out = compiled(*args, **kwargs)
+        try:
+            out = compiled(*args, **kwargs)
+        except Exception:
+            sync()                 # torch_xla syncs in a `finally`: what the body traced still runs
+            raise
         run_step_closures()
         return out
     return run

@@ -123,3 +123,12 @@ def test_a_replayed_data_parallel_step_equals_tracing_and_guards_its_shardings()
     assert r["compiles_after_step2"] == 0
     (miss,) = r["misses"]
     assert miss == "replay guard failed: argument 0 sharding ('data', None) -> (None, None)"
+
+
+def test_set_local_shards_replaces_each_tile_and_keeps_the_sharding():
+    r = run_program("local_shards")
+    # device d of the 2x4 mesh holds tile (d // 4, d % 4) of 2x2
+    assert r["value"] == [[float((row // 2) * 4 + col // 2) for col in range(8)] for row in range(4)]
+    assert r["sharding"] == "('data', 'model') on mesh data=2 model=4"
+    assert r["errors"] == ["set_local_shards"] * 3
+    assert r["subclass"] == "('axis_0', None) on mesh axis_0=8"

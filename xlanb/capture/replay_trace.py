@@ -348,7 +348,8 @@ def _sync(trace: Trace, name: str, out, before: Holders, arg_nodes: dict, watche
     trace.scalar_values = tuple((type(s.value), repr(s.value)) for s in graph.scalars)
     with jax.enable_x64(True):   # uploaded once: a replayed call passes the same numbers
         trace.scalar_args = [jax.device_put(v, _rt.jax_device()) for v in executor.scalar_vectors(graph)]
-    _outputs(trace, graph, holders, out, before, arg_nodes, watcher.backward != 0, args, kwargs)
+    if trace.reason is None:      # a trace that cannot be a plan needs no output bindings (they cost a heap walk)
+        _outputs(trace, graph, holders, out, before, arg_nodes, watcher.backward != 0, args, kwargs)
     trace.rng = _rt.rng
 
 

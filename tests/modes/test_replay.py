@@ -3,6 +3,7 @@ re-traces with its reason; what cannot be replayed is named, never replayed."""
 
 import math
 import os
+import re
 import sys
 
 import pytest
@@ -393,7 +394,8 @@ def test_a_cpu_fallback_inside_is_not_replayable(monkeypatch):
     def body():
         w.copy_(torch.sinh(w) * 0.5)
     (reason,) = not_replayable(body)
-    assert reason == "it runs prims.sinh.default on the CPU (no lowering)"     # sinh decomposes to it
+    # aten.sinh, or prims.sinh when this process first records sinh now (it then decomposes)
+    assert re.fullmatch(r"it runs (aten|prims)\.sinh\.default on the CPU \(no lowering\)", reason), reason
 
 
 def test_a_tensor_made_inside_that_outlives_the_call_is_not_replayable():

@@ -65,7 +65,7 @@ def test_changed_input_sharding_recompiles_once_and_is_explained():
     assert r["pending_spec"] == r["computed_spec"] == "('data', None) on mesh data=8"
     assert r["sync_compiles_after_get_sharding"] == 0
     assert r["cleared"] and r["w_cleared"] and r["back_one_device"]
-    assert r["back_value"] <= 1e-4
+    assert r["back_value"] <= 1e-6          # relative to the sum of |terms|: float32 rounding
     assert r["eager_spec"] == "('data', None) on mesh data=8" and r["eager_ok"]
     assert r["kept_spec"] == "('data', None) on mesh data=8" and r["kept_value"]     # in-place writes keep it
 

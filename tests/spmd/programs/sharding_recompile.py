@@ -58,4 +58,5 @@ report(kept_spec=kept_spec, kept_value=kept_value, eager_spec=eager_spec, eager_
        computed_spec=computed_spec, sync_compiles_after_get_sharding=after_sync,
        cleared=xs.get_sharding(z) is None, w_cleared=xs.get_sharding(w) is None,
        back_one_device=xs.get_sharding(back) is None,
-       back_value=abs(float(back.item()) - float((z.cpu() * 3).sum())))
+       # float32 sums of 512 terms in another order: the difference scales with the terms' magnitude
+       back_value=abs(float(back.item()) - float((z.cpu() * 3).sum())) / float((z.cpu() * 3).abs().sum()))

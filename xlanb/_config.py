@@ -33,6 +33,7 @@ class Config:
                                     # take more than this share of the device's memory
     slow_compile: float = 30.0      # XLANB_SLOW_COMPILE: seconds after which the notebook says a compile is
                                     # still running and how to interrupt it
+    tracebacks: str = "user"        # XLANB_TRACEBACKS: user (an op's error ends at the user's line) | full
 
 
 def _env_bool(value: str) -> bool:
@@ -53,6 +54,7 @@ def from_environ(environ=os.environ) -> Config:
         "XLANB_SPECIAL_SCALARS": ("special_scalars", _env_bool),
         "XLANB_MEMORY_WARNING": ("memory_warning", float),
         "XLANB_SLOW_COMPILE": ("slow_compile", float),
+        "XLANB_TRACEBACKS": ("tracebacks", str),
     }
     values = {}
     for name, raw in environ.items():
@@ -80,6 +82,8 @@ def _validate(cfg: Config) -> None:
         raise ValueError(f"cache_size must be >= 1, got {cfg.cache_size}")
     if not 0 <= cfg.debug <= 5:
         raise ValueError(f"debug level must be 0..5, got {cfg.debug}")
+    if cfg.tracebacks not in ("user", "full"):
+        raise ValueError(f"tracebacks must be 'user' or 'full', got {cfg.tracebacks!r}")
     if cfg.slow_compile <= 0:
         raise ValueError(f"slow_compile must be > 0 seconds, got {cfg.slow_compile}")
     if not 0 < cfg.memory_warning <= 1:

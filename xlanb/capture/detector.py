@@ -29,7 +29,7 @@ def describe(node: Node) -> str:
 
 
 class GraphLimitError(RuntimeError):
-    pass
+    xlanb_user_error = True         # a verdict on the user's program: shown at their line, no note
 
 
 class Detector:

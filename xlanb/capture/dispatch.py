@@ -13,6 +13,7 @@ from __future__ import annotations
 import torch
 
 from xlanb import events
+from xlanb._config import config
 from xlanb.capture import realize
 from xlanb.capture.handlers import choose_handler
 from xlanb.capture.record import outputs_of
@@ -42,8 +43,36 @@ def dispatch(cls, func, types, args=(), kwargs=None):
         if _in_backward() == -1:
             if isinstance(error, KeyboardInterrupt):
                 note_stage(error, f"recording {func}")
+            else:
+                _raised_at_the_op(error, func)
             raise
         return defer(error, func, args, kwargs)
+
+
+# errors torch itself raises for a wrong program (CPU's own types): shown as CPU shows them, with no note
+_TORCH_ERRORS = (RuntimeError, IndexError, ValueError, TypeError, NotImplementedError)
+
+
+def _raised_at_the_op(error: BaseException, func) -> None:
+    """The traceback ends at the user's line, as an ATen op's error does on CPU: the frames below this
+    op boundary (xlanb's, and torch's meta and reference kernels it ran) are dropped, as JAX drops
+    its own. The op is kept on the error for the notebook's failure report. With
+    `tracebacks="full"` (XLANB_TRACEBACKS=full, or %xla_debug 1 and up) nothing is dropped; an error
+    that is not torch's kind of verdict on the program (an xlanb bug) says how to see them."""
+    if getattr(error, "_xlanb_op", None) is None:
+        try:
+            error._xlanb_op = str(func)
+        except AttributeError:
+            return
+    cfg = config()
+    if cfg.tracebacks == "full" or cfg.debug:
+        return
+    user_error = type(error) in _TORCH_ERRORS or getattr(type(error), "xlanb_user_error", False)
+    if error.__traceback__ is not None and not user_error and not getattr(error, "_xlanb_hidden", False):
+        error._xlanb_hidden = True
+        error.add_note("xlanb: its own frames are left out of this traceback; XLANB_TRACEBACKS=full or "
+                       "%xla_debug 1 shows them")
+    error.with_traceback(None)
 
 
 def _faulting_dispatch(cls, func, types, args=(), kwargs=None):

@@ -58,6 +58,8 @@ def eager_mode_context(enable: bool):
 class UnexpectedExecution(RuntimeError):
     """Raised when a full_graph=True body forces an execution."""
 
+    xlanb_user_error = True
+
 
 class CompileScope:
     """One traced call of a compiled function (also the context-manager form)."""

@@ -19,8 +19,10 @@ def _frames(tb):
 
 
 def failing_op(error: BaseException) -> str:
-    """The op being recorded when `error` was raised ("aten.mm.default"), or ""."""
-    op = ""
+    """The op being recorded when `error` was raised ("aten.mm.default"), or "". The op boundary
+    keeps it on the error (xlanb's frames are left out of its traceback); with full tracebacks it
+    is also read from the frames."""
+    op = getattr(error, "_xlanb_op", None) or ""
     for frame, _ in _frames(error.__traceback__):
         if _CAPTURE in frame.f_code.co_filename:
             func = frame.f_locals.get("func")

@@ -6,7 +6,11 @@ The files are PyTorch's, so they are not part of this project: pass the folder t
 Only the `xla` variants are instantiated (PYTORCH_TESTING_DEVICE_ONLY_FOR=privateuse1); a pytest
 plugin imports xlanb before each test module.
 
-    python tools/torch_suites.py --tests DIR [FILE.py ...] [--report torch_suites.md] [-k EXPR]
+    python tools/torch_suites.py --tests DIR [FILE.py ...] [--report torch_suites.md] [-k EXPR] [--no-cpu-twins]
+
+Each test that fails on xla is then run once more as its CPU twin (the same test instantiated for
+`cpu`, without xlanb): one that fails on CPU too is the file's fault (a copy older than the
+installed torch), not xlanb's, and the report marks it "fails on CPU too".
 """
 
 from __future__ import annotations
@@ -48,6 +52,36 @@ def run_file(path: Path, plugin_dir: str, extra: list[str], timeout: int) -> dic
         return counts
 
 
+def cpu_twin(test: str) -> str:
+    """'TestViewOpsPRIVATEUSE1.test_x_xla_float32' -> 'TestViewOpsCPU::test_x_cpu_float32' (a pytest node id part)."""
+    cls, name = test.split(":", 1)[0].split(".", 1)
+    for suffix in ("PRIVATEUSE1", "XLA"):
+        if cls.endswith(suffix):
+            cls = cls[: -len(suffix)] + "CPU"
+    return f"{cls}::{name.replace('_xla', '_cpu', 1)}"
+
+
+def failing_on_cpu(path: Path, tests: list[str], timeout: int) -> set[str]:
+    """Of `tests` (failed on xla), those whose CPU twin fails too (run without xlanb)."""
+    if not tests:
+        return set()
+    twins = {cpu_twin(t): t for t in tests}
+    with tempfile.TemporaryDirectory() as tmp:
+        junit = os.path.join(tmp, "junit.xml")
+        env = dict(os.environ, PYTORCH_TESTING_DEVICE_ONLY_FOR="cpu")
+        cmd = [sys.executable, "-m", "pytest", *[f"{path}::{twin}" for twin in twins], "-q", "-p", "no:cacheprovider",
+               "--rootdir", str(path.parent), "-c", os.devnull, f"--junitxml={junit}"]
+        try:
+            subprocess.run(cmd, env=env, cwd=path.parent, capture_output=True, text=True, timeout=timeout)
+        except subprocess.TimeoutExpired:
+            return set()
+        if not os.path.exists(junit):
+            return set()
+        failed = {f"{t.split(':', 1)[0].split('.')[0]}::{t.split(':', 1)[0].split('.', 1)[1]}"
+                  for t in failed_tests(junit)}
+    return {twins[twin] for twin in twins if twin in failed}
+
+
 def junit_counts(junit: str) -> dict:
     suite = ET.parse(junit).getroot()
     suite = suite if suite.tag == "testsuite" else suite.find("testsuite")
@@ -74,7 +108,9 @@ def report(results: dict) -> str:
                      f"{c.get('skipped', '-')} |")
     for name, c in results.items():
         if c.get("failed_tests"):
-            lines += ["", f"## {name}", ""] + [f"- {t}" for t in c["failed_tests"]]
+            on_cpu = set(c.get("fails_on_cpu_too", ()))
+            lines += ["", f"## {name}", ""] + [f"- {t}" + (" **(fails on CPU too)**" if t in on_cpu else "")
+                                               for t in c["failed_tests"]]
     return "\n".join(lines) + "\n"
 
 
@@ -87,6 +123,7 @@ def main(argv=None) -> int:
     parser.add_argument("--test-timeout", type=int, default=300,
                         help="seconds per test (with pytest-timeout installed; 0: none)")
     parser.add_argument("-k", dest="select", help="pytest -k expression")
+    parser.add_argument("--no-cpu-twins", action="store_true", help="do not run failing tests' CPU twins")
     args = parser.parse_args(argv)
     folder = Path(args.tests).resolve()
     files = args.files or [f for f in DEFAULT_FILES if (folder / f).exists()]
@@ -99,8 +136,10 @@ def main(argv=None) -> int:
         for name in files:
             results[name] = run_file(folder / name, plugin_dir, extra, args.timeout)
             c = results[name]
+            if not args.no_cpu_twins:
+                c["fails_on_cpu_too"] = sorted(failing_on_cpu(folder / name, c["failed_tests"], args.timeout))
             print(f"{name}: run {c.get('run', '-')}, passed {c.get('passed', '-')}, failed {c.get('failed', '-')}"
-                  f" ({c['summary']})", flush=True)
+                  f", of which on CPU too {len(c.get('fails_on_cpu_too', []))} ({c['summary']})", flush=True)
     Path(args.report).write_text(report(results))
     Path(args.report).with_suffix(".json").write_text(json.dumps(results, indent=1))
     return 0 if all(c.get("failed", 1) == 0 for c in results.values()) else 1

@@ -24,6 +24,9 @@ TINY = textwrap.dedent('''
         def test_wrong(self, device):
             self.assertEqual(torch.ones(2, device=device).sum().item(), 3.0)
 
+        def test_on_cpu_only(self, device):
+            self.assertEqual(torch.device(device).type, "cpu")
+
 
     instantiate_device_type_tests(TestTiny, globals())
 
@@ -37,9 +40,13 @@ def test_runner_instantiates_xla_only_and_counts_per_file(tmp_path):
     report = tmp_path / "out.md"
     proc = subprocess.run([sys.executable, os.path.join(ROOT, "tools", "torch_suites.py"), "--tests", str(tmp_path),
                            "test_tiny.py", "--report", str(report)], capture_output=True, text=True, timeout=600)
-    assert proc.returncode == 1, proc.stdout + proc.stderr          # one test fails
+    assert proc.returncode == 1, proc.stdout + proc.stderr          # two tests fail
     counts = json.loads(report.with_suffix(".json").read_text())["test_tiny.py"]
-    assert (counts["run"], counts["passed"], counts["failed"]) == (2, 1, 1)
-    assert counts["failed_tests"][0].startswith("TestTinyPRIVATEUSE1.test_wrong_xla")
+    assert (counts["run"], counts["passed"], counts["failed"]) == (3, 1, 2)
+    failed = sorted(counts["failed_tests"])
+    assert failed[0].startswith("TestTinyPRIVATEUSE1.test_on_cpu_only_xla")
+    assert failed[1].startswith("TestTinyPRIVATEUSE1.test_wrong_xla")
+    assert counts["fails_on_cpu_too"] == [failed[1]]                # its CPU twin fails as well; the other passes
     text = report.read_text()
-    assert "| test_tiny.py | 2 | 1 | 1 | 0 |" in text and "test_wrong_xla" in text
+    assert "| test_tiny.py | 3 | 1 | 2 | 0 |" in text
+    assert f"- {failed[1]} **(fails on CPU too)**" in text and f"- {failed[0]}\n" in text

@@ -111,6 +111,8 @@ class Runtime:
         self.overwritten: weakref.WeakSet = weakref.WeakSet()
         # errors raised inside the autograd engine, re-raised at the next sync
         self.deferred: list[BaseException] = []
+        # index bounds checks computed in the graph, raised at the next value read (capture.bounds)
+        self.device_checks: list = []
         self.rng = None                        # the Storage of the device RNG key (capture.rng)
         # runtime: compiled graphs and launches
         self.cache = CompiledCache()

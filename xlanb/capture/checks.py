@@ -12,8 +12,8 @@ import warnings
 import numpy as np
 import torch
 
+from xlanb.capture import bounds
 from xlanb.capture.frames import is_library
-from xlanb.capture.tensor import LazyTensor
 from xlanb.lower.dtypes import TORCH_TO_NUMPY
 from xlanb.lower.fallback import host_dispatch
 
@@ -63,35 +63,10 @@ def check_indices(x, indices) -> None:
                          + ", ".join(str(list(s)) for s in shapes)) from None
 
 
-def _known_values(i) -> torch.Tensor | None:
-    """The values of an index tensor when reading them costs no device work: a CPU tensor, or a
-    computed xla tensor whose buffer is ready in host memory (the CPU platform). A pending or
-    accelerator-resident index is not read (that would cut the graph or wait on the device), so
-    an out-of-bounds index there goes unchecked, as on torch_xla."""
-    if type(i) is not LazyTensor:
-        return i if i.device.type == "cpu" else None
-    node = i._node
-    if node is None or node.buffer is None or i.numel() > _MAX_CHECKED:
-        return None
-    buf = node.buffer
-    if not buf.is_ready() or any(dev.platform != "cpu" for dev in buf.devices()):
-        return None
-    return torch.from_numpy(np.array(buf))
-
-
-_MAX_CHECKED = 4096
-
-
 def _check_bounds(i, dim: int, size: int) -> None:
-    if i.dtype not in (torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8) or i.numel() == 0:
-        return
-    values = _known_values(i)
-    if values is None:
-        return
-    bad = (values >= size) | (values < -size)
-    if bool(bad.any()):
-        v = int(values.reshape(-1)[bad.reshape(-1).nonzero()[0, 0]])
-        raise IndexError(f"index {v} is out of bounds for dimension {dim} with size {size}")
+    def errors():
+        return lambda v: IndexError(f"index {v} is out of bounds for dimension {dim} with size {size}")
+    bounds.check(i, -size, size, errors)
 
 
 def _check_mask(x, dim: int, mask) -> None:

@@ -352,10 +352,12 @@ def _eager_op(func, name, nargs, operands, m, key, fast_key, buffers, scalar):
 # Choosing a handler --------------------------------------------------------------------
 
 def choose_handler(func):
+    from xlanb.capture.bounds import bounded
     from xlanb.capture.datadep import HANDLERS
     from xlanb.capture.growth import HANDLERS as GROWTH
     handler = _choose(func)
-    wrap = HANDLERS.get(str(func)) or GROWTH.get(str(func))
+    name = str(func)
+    wrap = HANDLERS.get(name) or GROWTH.get(name) or bounded(func._schema.name.split("::")[-1])
     return handler if wrap is None else wrap(handler)
 
 

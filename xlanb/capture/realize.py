@@ -17,6 +17,7 @@ import torch
 from jax.sharding import SingleDeviceSharding
 
 from xlanb import events
+from xlanb.capture import bounds
 from xlanb.capture.frames import library_site, user_frames
 from xlanb.capture.growth import host_cat
 from xlanb.capture.tensor import (LazyTensor, base_node, holder_node, new_tensor, prune_pending, tensor_meta,
@@ -108,6 +109,7 @@ def sync(wait: bool = False, cause: str = "xlanb.sync") -> None:
     _rt.pending.clear()
     if wait:
         executor.wait()
+        bounds.raise_failed()
 
 
 def sync_eager(mark: int, name: str) -> None:
@@ -117,6 +119,8 @@ def sync_eager(mark: int, name: str) -> None:
         # donating is safe only when no other pending graph may still read the old buffers
         execute(roots, name=name, eager=True, cause="eager op", donate=(mark == 0))
     del _rt.pending[mark:]
+    if _rt.device_checks:                   # eager mode raises an index check at the op
+        bounds.raise_failed()
 
 
 # The eager fast path -----------------------------------------------------------------
@@ -194,6 +198,8 @@ def realize(t: LazyTensor, cause: str) -> Node:
         extra.update(frontier(inside, pending))
         extra.discard(n)
         roots = [n] + sorted(extra, key=lambda r: _position(r, inside))   # the same graph, the same key
+        if _rt.device_checks:               # index checks not run yet, in the order made: raised at this read
+            roots += [c for c in bounds.pending_checks() if c is not n and c not in extra]
         if len(roots) > 1:             # the same nodes, more outputs: walk again for the key
             graph = None
         emit(events.Sync(kind="value", name=name, roots=len(roots), cause=cause, frames=frames))
@@ -262,6 +268,8 @@ def to_cpu(t: LazyTensor, cause: str = "value access") -> torch.Tensor:
     else:
         n = realize(t, cause)
         host = download(n.buffer)
+        if _rt.device_checks:
+            bounds.raise_failed()
     chain = view_chain(t)
     if chain:
         host = with_layout(host, n.meta)

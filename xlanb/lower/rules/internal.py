@@ -30,6 +30,15 @@ def rng_next(key_data):
     return jax.random.key_data(jax.random.fold_in(key, 0x5EED))
 
 
+@lowers("xlanb.bounds_check")
+def bounds_check(index, lo, hi):
+    """[1 if any index value is outside [lo, hi) else 0, the first such value] (capture/bounds)."""
+    flat = index.reshape(-1).astype(jnp.int64)
+    bad = (flat < lo) | (flat >= hi)
+    first = jnp.argmax(bad)
+    return jnp.stack([jnp.any(bad).astype(jnp.int64), jnp.where(bad[first], flat[first], 0)])
+
+
 @lowers("xlanb.error")
 def error(*args, **kwargs):
     raise RuntimeError("this value was computed by an op that failed inside backward; "

@@ -1,0 +1,212 @@
+"""Index values out of range raise CPU's error, never a clamped value.
+
+XLA clamps an out-of-range gather index and drops an out-of-range scatter; CPU raises. Every op
+that reads or writes through index values (x[i], index_select, gather, scatter, take,
+embedding, index_add/copy/fill, index_put) is checked:
+
+- at the op, when the index's values cost nothing to read (a CPU tensor, or computed xla data in
+  host memory): CPU's own error is raised, found by running the op on CPU with the real index
+  and zeros for the data;
+- otherwise (an index computed in the pending graph, or resident on an accelerator) the graph
+  computes the check itself, one small node (any value out of range, and the first such value),
+  and the error is raised when a value is next read (`.item()`, `.cpu()`, `print`,
+  `xlanb.sync(wait=True)`), or at the op itself in eager mode. An XLA program cannot raise
+  mid-way, so this is as close to the op as a lazy device gets (CUDA reports its device-side
+  asserts the same way). The tensors that op computed hold clamped values.
+
+A replayed call does not run the body, so it checks nothing; its traced calls check at the op
+only (a check left in the graph would be a tensor the call made and kept).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import warnings
+
+import numpy as np
+import torch
+
+from xlanb.capture.frames import user_location
+from xlanb.capture.tensor import LazyTensor
+from xlanb.ir.node import intern_meta, make_node
+from xlanb.lower.fallback import host_dispatch
+from xlanb.state import runtime_state
+
+_rt = runtime_state()
+aten = torch.ops.aten
+
+_CPU_ERRORS = (RuntimeError, IndexError, ValueError, TypeError)
+_INTEGER = (torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8)
+_MAX_READ = 4096            # index elements read on the host at the op
+_MAX_PROBE = 1 << 20        # data elements for which CPU's own message is asked for
+
+# op -> (the dim argument's position, or None: the flat element count / rows; the index argument's
+#        position; whether negative values count from the end)
+_OPS = {
+    "index_select": (1, 2, False), "gather": (1, 2, False), "scatter": (1, 2, False),
+    "scatter_": (1, 2, False), "scatter_add": (1, 2, False), "scatter_add_": (1, 2, False),
+    "scatter_reduce": (1, 2, False), "scatter_reduce_": (1, 2, False),
+    "index_add": (1, 2, False), "index_add_": (1, 2, False), "index_copy": (1, 2, False),
+    "index_copy_": (1, 2, False), "index_fill": (1, 2, True), "index_fill_": (1, 2, True),
+    "take": (None, 1, True), "embedding": (0, 1, False),
+}
+
+
+def known_values(i) -> np.ndarray | None:
+    """An index's values when reading them costs no device work: a CPU tensor, or a computed
+    xla tensor whose buffer is ready in host memory (the CPU platform)."""
+    if type(i) is not LazyTensor:
+        return i.numpy() if i.device.type == "cpu" and i.numel() <= _MAX_READ * 256 else None
+    node = i._node
+    if node is None or node.buffer is None or i.numel() > _MAX_READ:
+        return None
+    buf = node.buffer
+    if not buf.is_ready() or any(dev.platform != "cpu" for dev in buf.devices()):
+        return None
+    return np.asarray(buf)
+
+
+def check(i, lo: int, hi: int, errors) -> None:
+    """Index tensor `i` must hold values in [lo, hi). `errors()` gives `error_for`, where
+    `error_for(v)` is the exception CPU raises when v is the first value out of range (asked for
+    only when needed). Raised now, or left to the graph (module docstring)."""
+    if i.dtype not in _INTEGER or i.numel() == 0:
+        return
+    values = known_values(i)
+    if values is not None:
+        flat = values.reshape(-1)
+        bad = (flat < lo) | (flat >= hi)
+        if bad.any():
+            raise errors()(int(flat[int(bad.argmax())]))
+        return
+    if type(i) is LazyTensor:
+        _defer(i, lo, hi, errors)
+
+
+@dataclasses.dataclass
+class DeviceCheck:
+    """A bounds check computed in the graph: `result` is [any out of range, the first such value]."""
+    result: LazyTensor
+    error_for: object
+    where: tuple | None
+
+
+def _defer(i: LazyTensor, lo: int, hi: int, errors) -> None:
+    scope = _rt.compile_scope
+    if scope is not None and not scope.device_checks:
+        return
+    error_for = errors()
+    from xlanb.capture.record import outputs_of
+    from xlanb.capture.tensor import value
+    node = make_node("xlanb.bounds_check", "xlanb.bounds_check", (value(i), lo, hi), None,
+                     intern_meta((2,), torch.int64))
+    _rt.device_checks.append(DeviceCheck(outputs_of(node), error_for, user_location()))
+
+
+def raise_failed() -> None:
+    """Raises the first failed device check whose graph has run (each is examined once)."""
+    checks = _rt.device_checks
+    if not checks:
+        return
+    done = [c for c in checks if c.result._node is not None and c.result._node.buffer is not None]
+    if not done:
+        return
+    for c in done:
+        checks.remove(c)
+    for c in done:
+        flag, v = (int(x) for x in np.asarray(c.result._node.buffer))
+        if flag:
+            error = c.error_for(v)
+            where = f" at {c.where[0]}:{c.where[1]}" if c.where else ""
+            error.add_note(f"xlanb: raised by the op{where}, whose index was computed on the device: an XLA program "
+                           "cannot raise mid-way, so the check ran in the graph and is raised at this value read; "
+                           "the tensors that op computed hold clamped values")
+            raise error
+
+
+def pending_checks() -> list:
+    """Nodes of device checks not computed yet: a value read outputs them too, so a check is
+    raised at the first value read after its op."""
+    return [n for n in (c.result._node for c in _rt.device_checks) if n is not None and n.buffer is None]
+
+
+# --- the ops -----------------------------------------------------------------------------
+
+@dataclasses.dataclass(frozen=True)
+class _Zeros:
+    """A tensor argument of the CPU probe: zeros of this shape and dtype (the data's values never
+    decide whether an index is in range)."""
+    shape: tuple
+    dtype: torch.dtype
+
+
+def probe_spec(args, kwargs):
+    """`args` and `kwargs` with tensors replaced by their shapes and dtypes (nothing kept alive),
+    or None when the data is too large to probe on CPU."""
+    tensors = [a for a in (*args, *(kwargs or {}).values()) if isinstance(a, torch.Tensor)]
+    if sum(t.numel() for t in tensors) > _MAX_PROBE:
+        return None
+
+    def spec(x):
+        if isinstance(x, torch.Tensor):
+            return _Zeros(tuple(x.shape), x.dtype)
+        return torch.device("cpu") if isinstance(x, torch.device) else x
+    return tuple(spec(a) for a in args), {k: spec(v) for k, v in (kwargs or {}).items()}
+
+
+def cpu_error(func, spec, index_pos: int, index_values: np.ndarray, fallback: BaseException):
+    """The exception CPU raises for `func` with this index and zeros for the data; `fallback`
+    when the data was too large to probe (spec None) or CPU does not raise."""
+    if spec is None:
+        return fallback
+    args, kwargs = spec
+
+    def cpu(x, pos):
+        if pos == index_pos:
+            return torch.from_numpy(np.ascontiguousarray(index_values)).to(x.dtype).reshape(x.shape)
+        return torch.zeros(x.shape, dtype=x.dtype) if type(x) is _Zeros else x
+    try:
+        with torch.no_grad(), host_dispatch(), warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            func(*[cpu(a, p) for p, a in enumerate(args)], **{k: cpu(v, -1) for k, v in kwargs.items()})
+    except _CPU_ERRORS as e:
+        return type(e)(str(e))
+    return fallback
+
+
+def bounded(name: str):
+    """A handler wrapper checking the index of op `name` (one of _OPS), or None."""
+    spec = _OPS.get(name)
+    if spec is None:
+        return None
+    dim_pos, index_pos, wraps = spec
+
+    def wrap(inner):
+        def h(func, args, kwargs):
+            if len(args) > index_pos and isinstance(args[index_pos], torch.Tensor) and isinstance(args[0], torch.Tensor):
+                x, i = args[0], args[index_pos]
+                if dim_pos is None:
+                    size, dim = x.numel(), 0
+                elif name == "embedding":
+                    size, dim = x.shape[0] if x.dim() else 1, 0
+                else:
+                    d = args[dim_pos] if len(args) > dim_pos else None
+                    if type(d) is not int:           # a dimname overload: checked by the op it becomes
+                        return inner(func, args, kwargs)
+                    dim = d % max(x.dim(), 1)
+                    size = x.shape[dim] if x.dim() else 1
+
+                def errors():
+                    spec, shape = probe_spec(args, kwargs), tuple(i.shape)
+
+                    def error_for(v):
+                        probe = np.zeros(shape, dtype=np.int64)      # the first value out of range, the rest 0
+                        if probe.size:
+                            probe.reshape(-1)[0] = v
+                        fallback = IndexError(f"index {v} is out of bounds for dimension {dim} with size {size}")
+                        return cpu_error(func, spec, index_pos, probe, fallback)
+                    return error_for
+                check(i, -size if wraps else 0, size, errors)
+            return inner(func, args, kwargs)
+        return h
+    return wrap

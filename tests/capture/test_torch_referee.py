@@ -386,3 +386,36 @@ def test_view_dtype_of_a_0_dim_tensor_computes(dtype, view_dtype):
         v = a.view(view_dtype)
         return v * 1 if not view_dtype.is_complex else torch.view_as_real(v * 1), v.view(dtype) * 1
     assert_parity(f)
+
+
+# Conjugate and negative views -------------------------------------------------------------
+
+def _complex(d):
+    return torch.tensor([[1 + 2j, 3 - 1j], [0.5j, -2 + 0j]], device=d)
+
+
+@pytest.mark.parametrize("write", [
+    lambda t: t.conj().copy_(torch.full_like(t, 5 + 5j)),
+    lambda t: t.conj().add_(1j),
+    lambda t: t.conj().imag.add_(10),
+    lambda t: t.conj().imag.mul_(3),
+    lambda t: t.conj()[0].sub_(2j),
+    lambda t: t.conj().t().mul_(1j),
+])
+def test_writes_through_conjugate_and_negative_views_reach_the_base_as_on_cpu(write):
+    def f(d):
+        t = _complex(d)
+        write(t)
+        return t
+    assert_parity(f)
+
+
+def test_conjugate_and_negative_bits_are_set_as_on_cpu():
+    def bits(d):
+        t = _complex(d)
+        v = t.conj()
+        return (v.is_conj(), v.imag.is_neg(), v.imag.is_conj(), v.t().is_conj(), v.conj().is_conj(),
+                v.clone().is_conj(), (v + 1).is_conj(), v.view(4).is_conj())
+    assert assert_parity(bits)[1] == (True, True, False, True, False, False, False, True)
+    assert_parity(lambda d: (_complex(d).conj().imag * 2, _complex(d).conj() @ _complex(d),
+                             _complex(d).conj().sum(), _complex(d).conj().resolve_conj()))

@@ -79,10 +79,35 @@ def view_handler(func, args, kwargs):
     storage = storage_of(base)
     chain = view_chain(base)
     if isinstance(meta, Meta):
-        return new_view(storage, chain + (ViewStep(func, plan.name, consts, kwargs or None, meta),), meta)
+        out = new_view(storage, chain + (ViewStep(func, plan.name, consts, kwargs or None, meta),), meta)
+        conj, neg = base.is_conj(), base.is_neg()
+        if func is _CONJ:
+            conj = not conj
+        elif func is _NEG_VIEW:
+            neg = not neg
+        if conj or neg:
+            set_bits(out, conj, neg)
+        return out
     views = [new_view(storage, chain + (ViewStep(func, plan.name, consts, kwargs or None, m, i, meta),), m)
              for i, m in enumerate(meta)]
+    if base.is_conj() or base.is_neg():
+        for v in views:
+            set_bits(v, base.is_conj(), base.is_neg())
     return views if plan.returns_list else tuple(views)
+
+
+_CONJ, _NEG_VIEW = torch.ops.aten._conj.default, torch.ops.aten._neg_view.default
+
+
+def set_bits(t, conj: bool, neg: bool) -> None:
+    """torch's conjugate and negative bits, as CPU sets them on a view. An xla tensor's values are
+    always resolved (a conjugate view holds the conjugated values): the bits only tell torch what
+    CPU would say (`is_conj()`, `is_neg()`), and torch resolves a tensor with a bit set by cloning
+    it, which gives those values as they are."""
+    if conj:
+        torch._C._set_conj(t, True)
+    if neg:
+        torch._C._set_neg(t, True)
 
 
 def alias_handler(func, args, kwargs):

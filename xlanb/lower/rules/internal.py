@@ -51,9 +51,15 @@ def apply_view(x, spec):
     return out if index is None else out[index]
 
 
+_INVOLUTIONS = {"aten._conj.default": jnp.conj, "aten._neg_view.default": jnp.negative}
+
+
 @lowers("xlanb.view_scatter")
 def view_scatter(base, src, chain):
     """Writes `src` into the part of `base` that the view chain selects."""
+    if chain and chain[0][0] in _INVOLUTIONS:     # a conjugate or negative view: the base takes f(written)
+        f = _INVOLUTIONS[chain[0][0]]
+        return f(view_scatter(f(base), src, chain[1:]))
     if chain and chain[0][0] == "aten.view_as_real.default":      # complex base, real view
         r = view_scatter(jnp.stack([jnp.real(base), jnp.imag(base)], axis=-1), src, chain[1:])
         return jax.lax.complex(r[..., 0], r[..., 1]).astype(base.dtype)

@@ -109,6 +109,13 @@ class LazyTensor(torch.Tensor):
             suffix += ", requires_grad=True"
         return text[:-1] + suffix + ")"
 
+    def __format__(self, format_spec: str) -> str:
+        """As torch formats a plain (CPU, CUDA) tensor: a 0-dim one as its Python number, so
+        `f"{loss}"` and `f"{loss:.4f}"` work (torch's own __format__ does this only for exact Tensors)."""
+        if self.dim() == 0:
+            return self.detach().item().__format__(format_spec)
+        return object.__format__(self, format_spec)
+
     def data_ptr(self) -> int:
         """A fake address, unique to the tensor's storage (views share it, offset as torch offsets them)."""
         return storage_address(storage_of(self)) + self.storage_offset() * self.element_size()

@@ -28,6 +28,8 @@ from xlanb.runtime.stages import Compiled, Lowered
 from xlanb.state import emit, note_stage, runtime_state
 
 _rt = runtime_state()
+# the outputs of the last launch of a program over several devices of this process's CPU (see call)
+_last_cpu_mesh_launch: list = []
 _COST_PART = re.compile(r"\d+\{\}$|out\{\}$")     # per-operand entries of XLA's cost analysis
 
 
@@ -169,6 +171,9 @@ def launch(compiled: Compiled, name: str, args: list, *, eager: bool, cached: bo
 def call(compiled: Compiled, name: str, args: list, doing: str = "replaying") -> tuple:
     """The executable on `args`, tracked for wait(), no event: `launch` emits Execute, a replayed
     call (capture/replay.py) one Replay event."""
+    cpu_mesh = compiled.in_shardings is not None and _rt.jax_device().platform == "cpu" and jax.local_device_count() > 1
+    if cpu_mesh:
+        _wait_last_cpu_mesh_launch()
     try:
         if _rt.faults:
             _rt.fault("execution")
@@ -177,7 +182,21 @@ def call(compiled: Compiled, name: str, args: list, doing: str = "replaying") ->
         note_stage(error, f"{doing} graph '{name}' on the device")
         raise
     _track(outs)
+    if cpu_mesh:
+        _last_cpu_mesh_launch[:] = list(outs)
     return outs
+
+
+def _wait_last_cpu_mesh_launch() -> None:
+    """One program over several CPU devices in flight at a time: XLA's CPU runtime runs the devices
+    of one process on a shared thread pool, and two such programs in flight whose collectives wait
+    for each other's threads deadlock (XLA aborts after 40 s waiting at its all-reduce rendezvous;
+    eager mode on a mesh launches one such program per op). Plain JAX does the same when it
+    dispatches several of them asynchronously with xla_force_host_platform_device_count=8 on 2 cores."""
+    pending = [a for a in _last_cpu_mesh_launch if isinstance(a, jax.Array) and not a.is_deleted()]
+    _last_cpu_mesh_launch.clear()
+    if pending:
+        jax.block_until_ready(pending)
 
 
 def _track(outs) -> None:

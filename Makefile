@@ -76,9 +76,14 @@ test-torch-suites: $(STAMP)
 
 # torch_xla's own test files against xlanb.compat, as the referee: XLA is a pytorch/xla checkout
 # (not part of this project); one pass count per file (docs/torch_xla.md has the last counts)
+# REFEREE_PY: a Python with xlanb and torchvision for the examples and pages that import it
+# (torchvision cannot be installed beside the CPU torch wheel of the venv); the venv's by default
+REFEREE_PY ?= $(PY)
 torch-xla-referee: $(STAMP)
-	@test -n "$(XLA)" || { echo "usage: make torch-xla-referee XLA=<pytorch/xla checkout>"; exit 2; }
+	@test -n "$(XLA)" || { echo "usage: make torch-xla-referee XLA=<pytorch/xla checkout> [REFEREE_PY=<python with torchvision>]"; exit 2; }
 	$(PY) -m xlanb.compat.referee $(XLA)
+	$(REFEREE_PY) -m xlanb.compat.referee --examples $(XLA)
+	$(REFEREE_PY) -m xlanb.compat.referee --docs $(XLA)
 
 lab: setup
 	mkdir -p notebooks

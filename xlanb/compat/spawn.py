@@ -7,7 +7,8 @@ For N > 1 replicas (nprocs=N, which torch_xla refuses, asks for them directly), 
 processes start (`python -m xlanb.compat.spawn_worker`); each installs the compat layer, joins one
 jax.distributed cluster (gloo collectives on the CPU) with one device of its own, imports the main
 script as `__mp_main__` (as multiprocessing's spawn does, so `fn` and what it uses resolve by name),
-and calls `fn(ordinal, *args)`. `xr.world_size()` is then N and `xm.all_reduce` / `optimizer_step`
+and calls `fn(ordinal, *args)` (after the `worker_setup` calls a runner registered, e.g. the
+referee's example sizes). `xr.world_size()` is then N and `xm.all_reduce` / `optimizer_step`
 reduce across the processes (collectives.py).
 """
 
@@ -22,6 +23,11 @@ import tempfile
 import time
 
 from xlanb.compat import devices
+
+
+# (function, args) each spawned replica calls after installing the compat layer and before importing
+# the main script: the process-wide setup a runner did in this process (xlanb.compat.referee's sizes)
+worker_setup: list = []
 
 
 class ProcessExitedException(RuntimeError):
@@ -103,7 +109,7 @@ def spawn(fn, args: tuple = (), nprocs: int | None = None, join: bool = True, da
         with open(payload, "wb") as f:
             # two pickles: plain fields first (read before the main module is imported), then fn and args
             pickle.dump({"main": _main_module(), "argv": list(sys.argv), "cwd": os.getcwd(), "nprocs": nprocs,
-                         "port": port}, f)
+                         "port": port, "setup": list(worker_setup)}, f)
             pickle.dump((fn, tuple(args)), f)
         logs = [open(os.path.join(tmp, f"stderr_{rank}.txt"), "w+") for rank in range(nprocs)]
         procs = [subprocess.Popen([sys.executable, "-m", "xlanb.compat.spawn_worker", payload, str(rank)],

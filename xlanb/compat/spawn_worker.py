@@ -38,6 +38,8 @@ def main(payload_path: str, rank: int) -> None:
         devices.replica.world_size, devices.replica.ordinal = meta["nprocs"], rank
         os.chdir(meta["cwd"])
         sys.argv = meta["argv"]
+        for setup, setup_args in meta.get("setup", ()):
+            setup(*setup_args)
         _import_main(meta["main"])
         fn, args = pickle.load(f)
     fn(rank, *args)

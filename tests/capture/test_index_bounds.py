@@ -63,13 +63,13 @@ def test_a_pending_index_raises_at_the_read_once_and_loses_nothing():
     assert xlanb.runtime_state().device_checks == []
 
 
-def test_a_check_left_by_a_sync_is_raised_at_the_next_read():
+def test_a_check_run_by_a_sync_is_raised_there_or_at_the_next_read():
     x = torch.arange(5.0, device="xla")
     i = torch.tensor([0, 9], device="xla") * 1
     y = x.gather(0, i)
-    xlanb.sync()                                              # runs the check; nothing reads it yet
     with pytest.raises(RuntimeError, match="index 9 is out of bounds for dimension 0 with size 5"):
-        torch.ones(1, device="xla").sum().item()
+        xlanb.sync()                                          # raises if the check is done by its end
+        torch.ones(1, device="xla").sum().item()              # else the next read does
     assert y.cpu().tolist() == [0.0, 4.0]                     # clamped, as the note says
 
 
@@ -109,7 +109,19 @@ def test_a_replayed_step_with_a_computed_index_still_replays():
 def test_a_full_graph_compile_keeps_its_check_in_the_graph():
     x = torch.arange(5.0, device="xla")
     i = torch.tensor([1, 5], device="xla")
-    with xlanb.compile(name="bounded", full_graph=True):
-        y = x.index_select(0, i + 0) * 2                      # the index is computed inside the graph
     with pytest.raises(IndexError, match="index out of range in self"):
-        y.cpu()
+        with xlanb.compile(name="bounded", full_graph=True):
+            y = x.index_select(0, i + 0) * 2                  # the index is computed inside the graph
+        y.cpu()                                               # (or at the block's sync, once the check ran)
+    assert not xlanb.is_eager_mode() and xlanb.runtime_state().compile_scope is None
+    assert x.cpu().tolist() == [0.0, 1.0, 2.0, 3.0, 4.0]
+
+
+def test_a_loop_that_never_reads_keeps_no_growing_list_of_checks():
+    x = torch.arange(5.0, device="xla")
+    for _ in range(20):
+        i = torch.tensor([0, 3], device="xla") + 1
+        x = x.index_select(0, torch.cat([i, i, i.flip(0)[:1]])).sum().expand(5) * 0 + x
+        xlanb.sync()
+        xlanb.wait()
+    assert len(xlanb.runtime_state().device_checks) <= 1          # examined at each sync once ready

@@ -10,7 +10,8 @@ embedding, index_add/copy/fill, index_put) is checked:
 - otherwise (an index computed in the pending graph, or resident on an accelerator) the graph
   computes the check itself, one small node (any value out of range, and the first such value),
   and the error is raised when a value is next read (`.item()`, `.cpu()`, `print`,
-  `xlanb.sync(wait=True)`), or at the op itself in eager mode. An XLA program cannot raise
+  `xlanb.sync(wait=True)`) or by a sync that finds the check done, or at the op itself in eager
+  mode. An XLA program cannot raise
   mid-way, so this is as close to the op as a lazy device gets (CUDA reports its device-side
   asserts the same way). The tensors that op computed hold clamped values.
 
@@ -103,12 +104,15 @@ def _defer(i: LazyTensor, lo: int, hi: int, errors) -> None:
     _rt.device_checks.append(DeviceCheck(outputs_of(node), error_for, user_location()))
 
 
-def raise_failed() -> None:
-    """Raises the first failed device check whose graph has run (each is examined once)."""
+def raise_failed(ready_only: bool = False) -> None:
+    """Raises the first failed device check whose graph has run (each is examined once); with
+    ready_only, only those whose result is ready (a sync that does not wait examines what it can,
+    so a loop that never reads a value keeps no growing list)."""
     checks = _rt.device_checks
     if not checks:
         return
-    done = [c for c in checks if c.result._node is not None and c.result._node.buffer is not None]
+    done = [c for c in checks if c.result._node is not None and c.result._node.buffer is not None
+            and (not ready_only or c.result._node.buffer.is_ready())]
     if not done:
         return
     for c in done:

@@ -109,7 +109,8 @@ def sync(wait: bool = False, cause: str = "xlanb.sync") -> None:
     _rt.pending.clear()
     if wait:
         executor.wait()
-        bounds.raise_failed()
+    if _rt.device_checks:
+        bounds.raise_failed(ready_only=not wait)
 
 
 def sync_eager(mark: int, name: str) -> None:

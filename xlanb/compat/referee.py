@@ -2,6 +2,7 @@
 
     python -m xlanb.compat.referee PYTORCH_XLA_CHECKOUT [test/file.py ...]
     python -m xlanb.compat.referee --examples PYTORCH_XLA_CHECKOUT [examples/file.py ...]
+    python -m xlanb.compat.referee --docs PYTORCH_XLA_CHECKOUT [docs/source/page.md ...]
 
 Test files: each runs under pytest in a fresh process with the compat layer installed first, from
 the checkout's `test/` directory (the SPMD files on 8 CPU devices), and one line per file says how
@@ -28,6 +29,10 @@ Small sizes, stated here because the scripts under `examples/eager/` take no fla
     from the same weights).
 Each script's file is used as it is in the checkout; its `xmp.spawn` replicas get the same setup
 (`xlanb.compat.spawn.worker_setup`). Scripts that import torchvision need it importable.
+
+Pages (`--docs`): the page's ```python blocks run in order in one namespace, on xlanb and as the
+CPU twin; every top-level tensor after each block, and the modules' state at the end, is compared,
+and the compiles of each block are counted.
 """
 
 from __future__ import annotations

@@ -119,6 +119,7 @@ class Runtime:
         self.eager_ops: dict = {}              # eager fast path: (op, input types) -> CacheKey of its graph
         self.history: dict[str, collections.deque] = {}    # graph name -> recent CacheKeys (explainer)
         self.outstanding: list = []            # launched output arrays not yet known to be finished
+        self.last_cpu_mesh_launch: list = []   # outputs of the last program over several CPU devices (executor.call)
         # metrics (xlanb.metrics): torch_xla's counters and timed metrics
         self.counters: dict[str, int] = {}
         self.metrics: dict[str, list] = {}     # name -> [count, total, samples[(wall_s, value)]]

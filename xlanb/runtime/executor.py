@@ -28,8 +28,6 @@ from xlanb.runtime.stages import Compiled, Lowered
 from xlanb.state import emit, note_stage, runtime_state
 
 _rt = runtime_state()
-# the outputs of the last launch of a program over several devices of this process's CPU (see call)
-_last_cpu_mesh_launch: list = []
 _COST_PART = re.compile(r"\d+\{\}$|out\{\}$")     # per-operand entries of XLA's cost analysis
 
 
@@ -183,7 +181,7 @@ def call(compiled: Compiled, name: str, args: list, doing: str = "replaying") ->
         raise
     _track(outs)
     if cpu_mesh:
-        _last_cpu_mesh_launch[:] = list(outs)
+        _rt.last_cpu_mesh_launch = list(outs)
     return outs
 
 
@@ -193,8 +191,8 @@ def _wait_last_cpu_mesh_launch() -> None:
     for each other's threads deadlock (XLA aborts after 40 s waiting at its all-reduce rendezvous;
     eager mode on a mesh launches one such program per op). Plain JAX does the same when it
     dispatches several of them asynchronously with xla_force_host_platform_device_count=8 on 2 cores."""
-    pending = [a for a in _last_cpu_mesh_launch if isinstance(a, jax.Array) and not a.is_deleted()]
-    _last_cpu_mesh_launch.clear()
+    pending = [a for a in _rt.last_cpu_mesh_launch if isinstance(a, jax.Array) and not a.is_deleted()]
+    _rt.last_cpu_mesh_launch = []
     if pending:
         jax.block_until_ready(pending)
 

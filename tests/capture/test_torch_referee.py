@@ -419,3 +419,30 @@ def test_conjugate_and_negative_bits_are_set_as_on_cpu():
     assert assert_parity(bits)[1] == (True, True, False, True, False, False, False, True)
     assert_parity(lambda d: (_complex(d).conj().imag * 2, _complex(d).conj() @ _complex(d),
                              _complex(d).conj().sum(), _complex(d).conj().resolve_conj()))
+
+
+# Checks CPU's kernels make and meta kernels skip --------------------------------------------
+
+@pytest.mark.parametrize("op", [
+    lambda x: x.sum(dim=64), lambda x: x.mean(dim=-1), lambda x: x.argmax(dim=0), lambda x: x.argmin(dim=0),
+    lambda x: torch.nansum(x, dim=0), lambda x: torch.logsumexp(x, dim=64), lambda x: x.std(dim=-1),
+])
+def test_reducing_a_tensor_of_more_than_64_dims_raises_as_on_cpu(op):
+    result = assert_parity(lambda d: op(torch.ones([1] * 65, device=d)))
+    assert result[:2] == ("error", RuntimeError)
+
+
+@pytest.mark.parametrize("call", [
+    lambda d: torch.bucketize(torch.ones(2, 3, device=d), torch.tensor([[1, 2, 3], [4, 5, 6]], device=d)),
+    lambda d: torch.searchsorted(torch.tensor([[1, 2, 3], [4, 5, 6]], device=d), 1),
+    lambda d: torch.searchsorted(torch.arange(9, device=d), torch.arange(9, device=d), side="bad"),
+    lambda d: torch.searchsorted(torch.rand(9, device=d), torch.arange(9, device=d),
+                                 sorter=torch.arange(9, device=d).float()),
+    lambda d: torch.searchsorted(torch.tensor([1, 2, 3], device=d), 2.5, sorter=torch.tensor([0, 1, 3], device=d)),
+    lambda d: torch.searchsorted(torch.tensor([1, 2, 3], device=d), torch.tensor([2.5], device=d),
+                                 sorter=torch.tensor([-1, 1, 2], device=d) + 0),
+    lambda d: torch.searchsorted(torch.tensor([3, 1, 2], device=d), torch.tensor([2.5, 0.5], device=d),
+                                 sorter=torch.tensor([1, 2, 0], device=d)),
+])
+def test_searchsorted_and_bucketize_check_their_arguments_as_on_cpu(call):
+    assert_parity(call)

@@ -41,8 +41,8 @@ _INTEGER = (torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8)
 _MAX_READ = 4096            # index elements read on the host at the op
 _MAX_PROBE = 1 << 20        # data elements for which CPU's own message is asked for
 
-# op -> (the dim argument's position, or None: the flat element count / rows; the index argument's
-#        position; whether negative values count from the end)
+# op -> (the dim argument's position, or None: the flat element count; -1: the last dim; the index
+#        argument's position or keyword; whether negative values count from the end)
 _OPS = {
     "index_select": (1, 2, False), "gather": (1, 2, False), "scatter": (1, 2, False),
     "scatter_": (1, 2, False), "scatter_add": (1, 2, False), "scatter_add_": (1, 2, False),
@@ -50,6 +50,7 @@ _OPS = {
     "index_add": (1, 2, False), "index_add_": (1, 2, False), "index_copy": (1, 2, False),
     "index_copy_": (1, 2, False), "index_fill": (1, 2, True), "index_fill_": (1, 2, True),
     "take": (None, 1, True), "embedding": (0, 1, False),
+    "searchsorted": (-1, "sorter", False),       # sorter indexes sorted_sequence's last dim
 }
 
 
@@ -172,7 +173,7 @@ def cpu_error(func, spec, index_pos: int, index_values: np.ndarray, fallback: Ba
     try:
         with torch.no_grad(), host_dispatch(), warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            func(*[cpu(a, p) for p, a in enumerate(args)], **{k: cpu(v, -1) for k, v in kwargs.items()})
+            func(*[cpu(a, p) for p, a in enumerate(args)], **{k: cpu(v, k) for k, v in kwargs.items()})
     except _CPU_ERRORS as e:
         return type(e)(str(e))
     return fallback
@@ -187,12 +188,16 @@ def bounded(name: str):
 
     def wrap(inner):
         def h(func, args, kwargs):
-            if len(args) > index_pos and isinstance(args[index_pos], torch.Tensor) and isinstance(args[0], torch.Tensor):
-                x, i = args[0], args[index_pos]
+            i = (kwargs or {}).get(index_pos) if type(index_pos) is str else (
+                args[index_pos] if len(args) > index_pos else None)
+            if isinstance(i, torch.Tensor) and isinstance(args[0], torch.Tensor):
+                x = args[0]
                 if dim_pos is None:
                     size, dim = x.numel(), 0
                 elif name == "embedding":
                     size, dim = x.shape[0] if x.dim() else 1, 0
+                elif dim_pos == -1:
+                    size, dim = x.shape[-1] if x.dim() else 1, max(x.dim() - 1, 0)
                 else:
                     d = args[dim_pos] if len(args) > dim_pos else None
                     if type(d) is not int:           # a dimname overload: checked by the op it becomes

@@ -188,11 +188,13 @@ def infer_meta(func, plan: OpPlan, nargs, nkwargs, on_miss=None):
             raise NoMetaKernel(text) from e
         raise_cpu_error(func, margs, mkwargs)
         raise
-    except (IndexError, ValueError, TypeError):     # a meta kernel's Python error: CPU's type wins
+    except (IndexError, ValueError, TypeError, AttributeError):     # a meta kernel's Python error: CPU's type wins
         raise_cpu_error(func, margs, mkwargs)
         raise
     check_representable(plan.name, out)
     tensors = [a for a in margs if isinstance(a, torch.Tensor)]
+    if any(a.dim() > 64 for a in tensors):        # CPU's kernels take up to 64 dims; meta kernels do not check
+        raise_cpu_error(func, margs, mkwargs)
     if tensors and all(a.numel() == 0 and a.dtype in _PROBED for a in tensors):
         raise_cpu_verdict_on_empty(func, margs, mkwargs)
     if on_miss is not None:
@@ -225,6 +227,13 @@ def _grad_dtype_meta(func, margs, mkwargs, out):
     return out.to(margs[0].dtype)
 
 
+def _cpu_checks_meta(func, margs, mkwargs, out):
+    """Ops whose meta kernel skips argument checks CPU makes (searchsorted's side and sorter dtype,
+    bucketize's boundaries rank): run once per signature on CPU zeros, CPU's error raised."""
+    raise_cpu_error(func, margs, mkwargs)
+    return out
+
+
 def _select_meta(func, margs, mkwargs, out):
     """index_select/gather of a size-0 dim: CPU's out-of-bounds error (the meta kernel has none)."""
     check_select_from_empty_dim(func._schema.name.split("::")[1], margs[0], margs[1], margs[2])
@@ -236,6 +245,10 @@ _CPU_META = {
     "aten.index_select.default": _select_meta,
     "aten.gather.default": _select_meta,
     "aten.nansum.default": _nansum_meta,
+    "aten.searchsorted.Tensor": _cpu_checks_meta,
+    "aten.searchsorted.Scalar": _cpu_checks_meta,
+    "aten.bucketize.Tensor": _cpu_checks_meta,
+    "aten.bucketize.Scalar": _cpu_checks_meta,
     "aten._softmax_backward_data.default": _grad_dtype_meta,
     "aten._log_softmax_backward_data.default": _grad_dtype_meta,
 }

@@ -120,8 +120,9 @@ def main(argv=None) -> int:
     parser.add_argument("files", nargs="*", help=f"test files in it (default: {', '.join(DEFAULT_FILES)})")
     parser.add_argument("--report", default="torch_suites.md", help="markdown report to write (and .json)")
     parser.add_argument("--timeout", type=int, default=3600, help="seconds per file")
-    parser.add_argument("--test-timeout", type=int, default=300,
-                        help="seconds per test (with pytest-timeout installed; 0: none)")
+    parser.add_argument("--test-timeout", type=int, default=1800,
+                        help="seconds per test (with pytest-timeout installed; 0: none). A few tests run "
+                             "thousands of distinct small programs, each an XLA compile: minutes on 2 cores")
     parser.add_argument("-k", dest="select", help="pytest -k expression")
     parser.add_argument("--no-cpu-twins", action="store_true", help="do not run failing tests' CPU twins")
     args = parser.parse_args(argv)

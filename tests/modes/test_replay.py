@@ -466,3 +466,64 @@ def test_a_failed_replayed_launch_loses_nothing():
     want = expected_loss(model, x, y)
     assert f(x, y, 1.5).item() == pytest.approx(want, rel=1e-5)
     assert f.replayed == 2
+
+
+# --- gradients written into the previous step's .grad buffers -------------------------------
+
+def _grad_first_step():
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(20, 32), nn.ReLU(), nn.Linear(32, 5)).to("xla")
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+
+    def step(x, y):
+        opt.zero_grad()                    # set_to_none: each traced call makes fresh .grad tensors
+        loss = F.cross_entropy(model(x), y)
+        loss.backward()
+        opt.step()
+        return loss.detach()
+    return model, step
+
+
+def test_fresh_grads_are_written_into_the_previous_grad_buffers_and_equal_tracing():
+    xlanb.reset()
+    batches = [(x.to("xla"), y.to("xla")) for x, y in mlp_batches()]
+    model, step = _grad_first_step()
+    traced = xlanb.compile(step)
+    want = [traced(x, y).item() for x, y in batches]
+    want_grads = [p.grad.cpu() for p in model.parameters()]
+    want_params = [p.detach().cpu() for p in model.parameters()]
+
+    xlanb.reset()
+    model, step = _grad_first_step()
+    f = xlanb.compile(step, replay=True)
+    losses, grads_seen = [], []
+    for i, (x, y) in enumerate(batches):
+        old = [(p.grad._node or p.grad._storage.node).buffer for p in model.parameters()] if i >= 4 else None
+        losses.append(f(x, y).item())
+        if old is not None:                # a replayed call donated the old .grad buffers (from the 2nd replay on:
+            # the traced call's .grad tensors are views that other objects still hold)
+            assert all(b.is_deleted() for b in old)
+        grads_seen.append([id(p.grad) for p in model.parameters()])
+        if i == 1:
+            after_two = compiles()
+    assert f.replayed == STEPS - 2 and f.plan.recycling is not None
+    assert grads_seen[-1] == grads_seen[-2]   # the same .grad tensors, rebound
+    assert losses == want
+    for p, g, w in zip(model.parameters(), want_grads, want_params):
+        assert torch.equal(p.grad.cpu(), g) and torch.equal(p.detach().cpu(), w)
+    assert compiles() == after_two         # the recycling twin is compiled by call 2; nothing after
+
+
+def test_a_grad_the_caller_holds_is_not_recycled():
+    xlanb.reset()
+    batches = [(x.to("xla"), y.to("xla")) for x, y in mlp_batches()]
+    model, step = _grad_first_step()
+    f = xlanb.compile(step, replay=True)
+    for x, y in batches[:4]:
+        f(x, y)
+    held = next(model.parameters()).grad          # the caller keeps last step's gradient
+    value = held.cpu()
+    f(*batches[4])
+    assert f.replayed == 3
+    assert torch.equal(held.cpu(), value)         # still readable, still last step's value
+    assert next(model.parameters()).grad is not held

@@ -66,15 +66,20 @@ class Trace:
         self.return_leaves = ()
         self.return_args = ()         # (leaf position, argument position or keyword): returned arguments
         self.return_spec = None
+        self.recycle = ()             # (output position, parameter, view chain): fresh .grad outputs, written into the old .grad
+        self.recycling = None         # the executable that takes the old .grad buffers (donated) after its arguments
 
     def fail(self, reason: str) -> None:
         if self.reason is None:
             self.reason = reason
 
 
-def trace_call(fn, args, kwargs, name: str, full_graph: bool, detector, whole_heap: bool = False):
+def trace_call(fn, args, kwargs, name: str, full_graph: bool, detector, whole_heap: bool = False,
+               recycling: bool = False):
     """Runs `fn` as `xlanb.compile` does; returns (its result, the Trace). whole_heap: find the
-    holders of its inputs on the whole heap, not only among what the function reaches."""
+    holders of its inputs on the whole heap, not only among what the function reaches. recycling:
+    the call is likely to become a plan (the one before it could): also compile the executable that
+    writes its fresh .grad outputs into the previous .grad buffers (capture/replay.py)."""
     trace = Trace()
     if _rt.compile_scope is not None:          # nested: inline in the outer graph, as xlanb.compile does
         trace.fail("called inside another compiled function")
@@ -109,7 +114,7 @@ def trace_call(fn, args, kwargs, name: str, full_graph: bool, detector, whole_he
             scope.detector.end()
         _rt.allow_execution = True
         _guards(trace, watcher, fn, args, kwargs)
-        _sync(trace, name, out, before, arg_nodes, watcher, args, kwargs)
+        _sync(trace, name, out, before, arg_nodes, watcher, args, kwargs, recycling)
     finally:
         scope._restore()
     return out, trace
@@ -312,7 +317,7 @@ def _guards(trace: Trace, watcher: _Watcher, fn, args, kwargs) -> None:
 
 
 def _sync(trace: Trace, name: str, out, before: Holders, arg_nodes: dict, watcher: "_Watcher", args,
-          kwargs) -> None:
+          kwargs, recycling: bool = False) -> None:
     """realize.sync, keeping the graph, its executable, its inputs' sources and outputs' holders."""
     realize.raise_deferred()
     holders: dict = {}
@@ -338,6 +343,16 @@ def _sync(trace: Trace, name: str, out, before: Holders, arg_nodes: dict, watche
     if fallbacks:
         trace.fail(f"it runs {', '.join(fallbacks)} on the CPU (no lowering)")
     _sources(trace, graph, before, arg_nodes, watcher.uploads)
+    if trace.reason is None:      # a trace that cannot be a plan needs no output bindings (they cost a heap walk)
+        _outputs(trace, graph, holders, out, before, arg_nodes, watcher.backward != 0, args, kwargs)
+        trace.recycle = tuple((j, b[2][0][2][1], b[2][0][0]) for j, (bindings, _) in enumerate(trace.outputs)
+                              for b in bindings if len(bindings) == 1 and b[0] == FRESH
+                              and len(b[2]) == 1 and b[2][0][2][0] == GRAD)
+        if recycling and trace.reason is None and trace.recycle and not graph.key.shardings:
+            metas = tuple(trace.outputs[j][1] for j, _, _ in trace.recycle)
+            trace.recycling = executor.compile_graph(
+                graph.with_recycling(metas), eager=False,
+                cause=f"replay of '{name}': its gradients written into the previous step's .grad buffers")
     graph, compiled, cached = executor.executable(graph, eager=False, cause=cause, frames=frames)
     outs = executor.launch(compiled, name, executor.graph_args(graph, compiled), eager=False, cached=cached,
                            donated=len(graph.donate))
@@ -349,8 +364,6 @@ def _sync(trace: Trace, name: str, out, before: Holders, arg_nodes: dict, watche
     trace.scalar_values = tuple((type(s.value), repr(s.value)) for s in graph.scalars)
     with jax.enable_x64(True):   # uploaded once: a replayed call passes the same numbers
         trace.scalar_args = [jax.device_put(v, _rt.jax_device()) for v in executor.scalar_vectors(graph)]
-    if trace.reason is None:      # a trace that cannot be a plan needs no output bindings (they cost a heap walk)
-        _outputs(trace, graph, holders, out, before, arg_nodes, watcher.backward != 0, args, kwargs)
     trace.rng = _rt.rng
 
 

@@ -144,6 +144,9 @@ def diff(before: CacheKey, after: CacheKey, graph: Graph | None = None) -> list[
         changes.append(Change("scalars", 0, _sharing_text(before), _sharing_text(after)))
     if before.donate != after.donate:
         changes.append(Change("donation", 0, _donation_text(before.donate), _donation_text(after.donate)))
+    if before.recycled != after.recycled:
+        changes.append(Change("donation", 0, f"{len(before.recycled)} buffers recycled",
+                              f"{len(after.recycled)} buffers recycled (a replayed step's previous gradients)"))
     changes += _sharding_changes(before, after)
     if not changes and before == after:
         if _rt.cache.was_cleared(after):

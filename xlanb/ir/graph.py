@@ -13,6 +13,9 @@ and by the recompile explainer (ir/explain.py), so every miss can name what chan
   scalar_uses  the slot of each use, in walk order: which uses share is part of the program, so
            two numbers that become equal (or stop being equal) compile once more
   donate   input positions whose buffers the outputs may reuse
+  recycled  the metas of buffers passed after the inputs that the graph does not read, donated so
+           that outputs of the same shape and dtype are written into them (a replayed step hands
+           its previous gradients back: runtime/executor.py)
   shardings  one ShardingKey per input (ir/sharding.py), empty when every input is on one device
 Keys compare exactly, so a hash collision can never pick the wrong executable.
 """
@@ -36,6 +39,7 @@ class CacheKey:
     scalar_uses: tuple[int, ...] = ()
     donate: tuple[int, ...] = ()
     shardings: tuple = ()
+    recycled: tuple = ()
 
     def digest(self) -> str:
         """A short id for reports (stable within a process; never used for lookups)."""
@@ -65,6 +69,9 @@ class Graph:
 
     def with_donation(self, donate: tuple[int, ...]) -> "Graph":
         return dataclasses.replace(self, key=dataclasses.replace(self.key, donate=donate))
+
+    def with_recycling(self, metas: tuple) -> "Graph":
+        return dataclasses.replace(self, key=dataclasses.replace(self.key, recycled=tuple(metas)))
 
 
 def build_graph(roots: list[Node], name: str) -> Graph:

@@ -19,6 +19,7 @@ from xlanb import events
 from xlanb.ir.explain import explain
 from xlanb.ir.graph import Graph, graph_lines
 from xlanb.ir.node import Meta
+from xlanb.lower.dtypes import to_jax_dtype
 from xlanb.lower.registry import has_rule
 from xlanb.lower.to_jax import build_function
 from xlanb.runtime import partition
@@ -52,10 +53,24 @@ def lower_graph(graph: Graph) -> Lowered:
         avals.append(partition.scalar_aval((len(floats),), np.float64, mesh))
     if ints:
         avals.append(partition.scalar_aval((len(ints),), np.int64, mesh))
+    donate = graph.donate
+    recycled = graph.key.recycled
+    if recycled:        # buffers it does not read, donated: XLA writes outputs of their shape into them
+        used = len(avals)
+        avals += [jax.ShapeDtypeStruct(m.shape, to_jax_dtype(m.dtype)) for m in recycled]
+        donate = donate + tuple(range(used, len(avals)))
+        fn = _ignoring_after(fn, used)
     with jax.enable_x64(True), warnings.catch_warnings():
         warnings.filterwarnings("ignore", message="Some donated buffers were not usable")
-        lowered = jax.jit(fn, donate_argnums=graph.donate).lower(*avals)
+        lowered = jax.jit(fn, donate_argnums=donate, keep_unused=bool(recycled)).lower(*avals)
     return Lowered(graph.name, graph.digest(), lowered, len(floats), len(ints), mesh)
+
+
+def _ignoring_after(fn, used: int):
+    def recycling(*args):
+        return fn(*args[:used])
+    recycling.__name__ = recycling.__qualname__ = fn.__name__
+    return recycling
 
 
 def compile_graph(graph: Graph, *, eager: bool, cause: str = "", frames=()) -> Compiled:

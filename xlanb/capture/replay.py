@@ -26,7 +26,8 @@ from xlanb import events
 from xlanb.capture import realize
 from xlanb.capture.replay_holders import follow, path_text
 from xlanb.capture.replay_trace import (ARG, ARG_PATH, GRAD, HOLDER, REBIND_PATH, REBIND_STORAGE, REBIND_TENSOR,
-                                        Trace, differs, hyperparameters, python_values, trace_call)
+                                        Trace, differs, hyperparameters, python_changed, python_values,
+                                        trace_call)
 from xlanb.capture.tensor import LazyTensor, Storage, new_tensor, new_view, tensor_meta
 from xlanb.ir.node import data_node
 from xlanb.runtime import executor, partition
@@ -249,10 +250,9 @@ def guard(plan: Trace, args, kwargs) -> str | None:
     for p, none in plan.grad_none:
         if (p.grad is None) is not none:
             return f".grad of a {tensor_meta(p).text} parameter {'is set' if none else 'is None'} now"
-    if plan.python:
+    if plan.python and python_changed(plan.python_sources, plan.python):
         now = python_values(plan.python_sources)
-        if now != plan.python:
-            return f"a Python value the body reads by name changed ({_first_change(plan.python, now)})"
+        return f"a Python value the body reads by name changed ({_first_change(plan.python, now)})"
     return None
 
 

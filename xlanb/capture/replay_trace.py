@@ -297,6 +297,27 @@ def python_values(sources) -> tuple:
     return tuple((n, v if type(v) in _PLAIN else Same(v)) for n, v in values)
 
 
+def python_changed(sources, expected: tuple) -> bool:
+    """python_values(sources) != expected, without building the tuple (every replayed call asks)."""
+    g, names, cells = sources
+    k = 0
+    for n in names:
+        if _differs(g.get(n), expected[k][1]):
+            return True
+        k += 1
+    for _, c in cells:
+        if _differs(c.cell_contents, expected[k][1]):
+            return True
+        k += 1
+    return False
+
+
+def _differs(v, want) -> bool:
+    if type(want) is Same:
+        return v is not want.obj
+    return type(v) is not type(want) or not (v == want or (v != v and want != want))
+
+
 def _guards(trace: Trace, watcher: _Watcher, fn, args, kwargs) -> None:
     """The modules and optimizers the body used: their flags, hyperparameters and tensors."""
     modules = dict(watcher.modules)

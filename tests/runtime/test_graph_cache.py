@@ -206,3 +206,29 @@ def test_a_decode_loop_reading_one_value_per_step_compiles_one_graph_of_fixed_si
     assert len(compile_events) == 1                       # the same graph every step: no recompiles
     assert state.cpu().tolist() == [6.0] * 4
     assert compiles() == 1
+
+
+def test_the_cache_shrinks_before_the_process_runs_out_of_memory_maps(monkeypatch):
+    """Each XLA CPU executable holds ~12 memory maps; past vm.max_map_count Linux kills the process in a
+    compile (a graph per shape, 2048 cached, did): the cache counts maps and keeps fewer executables."""
+    import warnings
+    from xlanb import state
+    if state._max_map_count() is None:
+        import pytest
+        pytest.skip("no /proc/sys/vm/max_map_count: not Linux")
+    start = state._map_count()
+    fake_limit = int((start + 1000) / state.CompiledCache.MAP_BUDGET)   # 1000 maps more than now: ~80 graphs
+    monkeypatch.setattr(state, "_max_map_count", lambda: fake_limit)
+    monkeypatch.setattr(state.CompiledCache, "MAP_CHECK_EVERY", 8)
+    cache = xlanb.runtime_state().cache
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for n in range(1, 201):
+            x = torch.arange(n, dtype=torch.float32, device="xla")
+            assert (x * 2 + 1).sum().item() == n * n       # one new graph per n
+    said = [str(w.message) for w in caught if "vm.max_map_count" in str(w.message)]
+    assert len(said) == 1 and f"Linux allows {fake_limit}" in said[0] and "sysctl -w vm.max_map_count" in said[0]
+    assert len(cache) == cache.limit < 200
+    assert state._map_count() <= fake_limit * state.CompiledCache.MAP_BUDGET + 200
+    x = torch.arange(3, dtype=torch.float32, device="xla")   # an evicted graph compiles again and is right
+    assert (x * 2 + 1).sum().item() == 9.0

@@ -152,7 +152,7 @@ def diff(before: CacheKey, after: CacheKey, graph: Graph | None = None) -> list[
         if _rt.cache.was_cleared(after):
             changes.append(Change("cleared", 0, "", "the in-memory cache was cleared since"))
         else:       # compiled before and not cleared: the LRU dropped it (maybe long ago)
-            changes.append(Change("evicted", 0, "", f"cache size {_rt.config.cache_size}"))
+            changes.append(Change("evicted", 0, "", f"cache size {_rt.cache.limit}"))
     return changes
 
 

@@ -81,6 +81,7 @@ test-torch-suites: $(STAMP)
 REFEREE_PY ?= $(PY)
 torch-xla-referee: $(STAMP)
 	@test -n "$(XLA)" || { echo "usage: make torch-xla-referee XLA=<pytorch/xla checkout> [REFEREE_PY=<python with torchvision>]"; exit 2; }
+	$(PY) -m pip install --quiet absl-py    # the test files' own dependency
 	$(PY) -m xlanb.compat.referee $(XLA)
 	$(REFEREE_PY) -m xlanb.compat.referee --examples $(XLA)
 	$(REFEREE_PY) -m xlanb.compat.referee --docs $(XLA)

@@ -119,4 +119,5 @@ def w4():
     emit("W4", "jax", {"first_step": first, "steady_step": median(times),
                        "recompiles_after_2": step._cache_size() - after_two})
 
-{"W1": w1, "W2": w2, "W3": w3, "W4": w4}[sys.argv[1]]()
+if __name__ == "__main__":
+    {"W1": w1, "W2": w2, "W3": w3, "W4": w4}[sys.argv[1]]()

@@ -78,3 +78,10 @@ def test_runtime_never_imports_ipython():
             continue
         for module in imports(path):
             assert not module.startswith(("IPython", "ipywidgets", "anywidget")), f"{path} imports {module}"
+
+
+def test_the_lazy_tensor_is_the_ground_floor_of_capture():
+    """capture/tensor.py (LazyTensor, Storage, views' values) imports no other capture module: those
+    above it that it must call (growth's cat folding) register themselves with it."""
+    named = [m for m in imports(ROOT / "capture" / "tensor.py") if m.startswith("xlanb.capture")]
+    assert named == []

@@ -22,6 +22,7 @@ from __future__ import annotations
 import torch
 
 from xlanb.capture.record import plan_of
+from xlanb.capture import tensor as _tensor
 from xlanb.capture.tensor import LazyTensor, value
 from xlanb.ir.node import Node, Scalar, const_key, lift, make_node, meta_of
 from xlanb.runtime.transfer import download
@@ -199,3 +200,6 @@ def host_cat(node: Node) -> torch.Tensor | None:
 
 
 HANDLERS = {_CAT: flat_cat}
+
+
+_tensor.fold_cat_views = fold_chain

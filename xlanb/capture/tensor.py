@@ -225,6 +225,11 @@ def storage_of(t: LazyTensor) -> Storage:
     return s
 
 
+# capture.growth folds a view chain over a pending cat (the newest end of a growing tensor) into one
+# piece; it records nodes, so it sits above this module, and it puts its folder here when imported
+fold_cat_views = None
+
+
 def value(t: LazyTensor) -> Node:
     """The node holding `t`'s current value."""
     n = t._node
@@ -237,9 +242,8 @@ def value(t: LazyTensor) -> Node:
         return t._view_node
     n = s.node
     for i, step in enumerate(t._views):
-        if n.name == "aten.cat.default" and n.buffer is None:     # maybe the newest end of a growing tensor
-            from xlanb.capture.growth import fold_chain
-            folded = fold_chain(t._views[i:], n)
+        if n.name == "aten.cat.default" and n.buffer is None and fold_cat_views is not None:
+            folded = fold_cat_views(t._views[i:], n)       # maybe the newest end of a growing tensor
             if folded is not None:
                 n = folded
                 break
@@ -258,6 +262,23 @@ def view_chain(t: LazyTensor) -> tuple:
     return () if t._node is not None else t._views
 
 
+def check_no_replay_hazard(storage) -> None:
+    """An in-place write makes torch rebuild the autograd history of the storage's views by
+    replaying their view ops on the base (a subclass gets no as_strided replay). For an
+    as_strided view that reads memory outside the tensor it was taken from, the replayed
+    gradient differs from CPU's (which is rebuilt with as_strided over the whole base), so the
+    write is refused while such a view takes part in autograd."""
+    view = storage.replay_hazard()
+    if view is None or not view.requires_grad:
+        storage.replay_hazard = None
+        return
+    raise NotImplementedError(
+        f"an in-place write to a tensor while an as_strided view of it (shape {list(view.shape)}) reads memory "
+        "outside the tensor it was taken from and takes part in autograd is not supported on xla: torch rebuilds "
+        "that view's gradient by replaying it, which differs from CPU. Take as_strided of the base tensor "
+        "(or .clone() before as_strided), or write out of place")
+
+
 def write(t: LazyTensor, new: Node) -> None:
     """Makes `new` (same shape and dtype as t) the value of t, through its views."""
     if _rt.observer is not None:
@@ -273,7 +294,6 @@ def write(t: LazyTensor, new: Node) -> None:
         return
     s = t._storage
     if s.replay_hazard is not None:
-        from xlanb.capture.views import check_no_replay_hazard   # views imports this module
         check_no_replay_hazard(s)
     old = s.node
     if t._views:

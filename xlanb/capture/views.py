@@ -59,23 +59,6 @@ def _inside(view: Meta, base: Meta) -> bool:
     return bool(np.isin(_positions(view), _positions(base)).all())
 
 
-def check_no_replay_hazard(storage) -> None:
-    """An in-place write makes torch rebuild the autograd history of the storage's views by
-    replaying their view ops on the base (a subclass gets no as_strided replay). For an
-    as_strided view that reads memory outside the tensor it was taken from, the replayed
-    gradient differs from CPU's (which is rebuilt with as_strided over the whole base), so the
-    write is refused while such a view takes part in autograd."""
-    view = storage.replay_hazard()
-    if view is None or not view.requires_grad:
-        storage.replay_hazard = None
-        return
-    raise NotImplementedError(
-        f"an in-place write to a tensor while an as_strided view of it (shape {list(view.shape)}) reads memory "
-        "outside the tensor it was taken from and takes part in autograd is not supported on xla: torch rebuilds "
-        "that view's gradient by replaying it, which differs from CPU. Take as_strided of the base tensor "
-        "(or .clone() before as_strided), or write out of place")
-
-
 def memory_order(meta: Meta) -> tuple | None:
     """The dims of `meta` from outermost to innermost in memory when its layout is a
     permutation of row-major (None when it is row-major); raises for layouts with gaps,

@@ -14,7 +14,8 @@ import re
 
 from xlanb.report.dag import short_op
 from xlanb.report.modules import scope_label
-from xlanb.runtime.fusion_cost import CALLS, MAX_FUSIONS, computations
+from xlanb.runtime.fusion_cost import MAX_FUSIONS
+from xlanb.runtime.hlo_text import CALLS, computations, reachable
 
 _INSTR = re.compile(r"^\s*(?:ROOT )?%(\S+) = (\([^=]*?\)|\S+) ([a-z][\w-]*)\(")
 _OP_NAME = re.compile(r'op_name="([^"]*)"')
@@ -82,18 +83,6 @@ def _positions(line: str, names: list | None = None) -> list[int]:
     return found
 
 
-def _called(comps, name: str, seen: set, names: list) -> list[int]:
-    out: list[int] = []
-    if name in seen or name not in comps:
-        return out
-    seen.add(name)
-    for line in comps[name][1]:
-        out += _positions(line, names)
-        for callee in CALLS.findall(line):
-            out += _called(comps, callee, seen, names)
-    return out
-
-
 def _ordered(values) -> tuple:
     return tuple(dict.fromkeys(v for v in values if v))
 
@@ -117,8 +106,10 @@ def fusions(optimized: str, lines, costs=()) -> tuple[Fusion, ...]:
         name, type_text, opcode = m.groups()
         unplaced: list[str] = []
         positions = _positions(line, unplaced)
+        called: dict = {}
         for callee in CALLS.findall(line):
-            positions += _called(comps, callee, set(), unplaced)
+            reachable(comps, callee, called)
+        positions += [p for c in called for inner in comps[c][1] for p in _positions(inner, unplaced)]
         nodes = tuple(sorted(set(p for p in positions if p in by_index)))
         kind = opcode
         if opcode == "fusion" and (k := _KIND.search(line)):

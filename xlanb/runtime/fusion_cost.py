@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import re
 
+from xlanb.runtime.hlo_text import computations, reachable, top_level
+
 try:
     from jax._src.lib import xla_client
     from jaxlib import _hlo
@@ -19,61 +21,14 @@ try:
 except (ImportError, AttributeError):      # a jaxlib without them: no per-fusion costs
     _analyse = _parse = None
 
-_HEADER = re.compile(r"^(ENTRY )?%(\S+) \((.*)\) -> (.*) \{\s*$")
 _FUSION = re.compile(r"^\s*(?:ROOT )?%(\S+) = (.*?) fusion\(.*\bkind=(k\w+)\b.*\bcalls=%([\w.-]+)")
-CALLS = re.compile(r"(?:calls|to_apply|body|condition|branch_computations)=\{?%([\w.-]+)")
-_FRAME = re.compile(r",? stack_frame_id=\d+")         # refers to the whole module's frame table
 FIELDS = ("flops", "transcendentals", "bytes accessed")
 MAX_FUSIONS = 200                    # the report lists at most this many entry instructions
 
 
-def _top_level(text: str) -> list[str]:
-    """`a: f32[2], b: (f32[2], s32[])` -> its comma-separated parts, parentheses respected."""
-    parts, depth, start = [], 0, 0
-    for i, ch in enumerate(text):
-        if ch in "([{":
-            depth += 1
-        elif ch in ")]}":
-            depth -= 1
-        elif ch == "," and depth == 0:
-            parts.append(text[start:i].strip())
-            start = i + 1
-    if text[start:].strip():
-        parts.append(text[start:].strip())
-    return parts
-
-
-def computations(text: str) -> tuple[dict, str | None]:
-    """An HLO module's text -> ({name: (header match, its lines, header and closing brace
-    included)}, the entry computation's name). report/fusions.py reads the same table."""
-    comps, entry, current = {}, None, None
-    for line in _FRAME.sub("", text).splitlines():
-        m = _HEADER.match(line)
-        if m:
-            current = m.group(2)
-            comps[current] = (m, [line])
-            if m.group(1):
-                entry = current
-        elif current is not None:
-            comps[current][1].append(line)
-            if line.startswith("}"):
-                current = None
-    return comps, entry
-
-
-def _reachable(comps: dict, name: str, out: dict) -> None:
-    if name in out or name not in comps:
-        return
-    out[name] = None
-    for line in comps[name][1]:
-        for callee in CALLS.findall(line):
-            _reachable(comps, callee, out)
-
-
 def _module(comps: dict, name: str, result: str, kind: str, called: str) -> str:
-    params = [p.split(":", 1)[1].strip() for p in _top_level(comps[called][0].group(3))]
-    needed: dict = {}
-    _reachable(comps, called, needed)
+    params = [p.split(":", 1)[1].strip() for p in top_level(comps[called][0].group(3))]
+    needed = reachable(comps, called)
     body = "\n".join(f"  %p{i} = {t} parameter({i})" for i, t in enumerate(params))
     operands = ", ".join(f"%p{i}" for i in range(len(params)))
     signature = ", ".join(f"p{i}: {t}" for i, t in enumerate(params))

@@ -57,7 +57,9 @@ def test_value_access():
     x = cpu.to("xla")
     assert x.sum().item() == pytest.approx(cpu.sum().item(), rel=1e-5)
     assert x.tolist() == cpu.tolist()
-    assert (x.numpy() == cpu.numpy()).all()
+    assert (x.numpy(force=True) == cpu.numpy()).all()
+    with pytest.raises(TypeError, match=r"^can't convert xla:0 device type tensor to numpy. Use Tensor.cpu\(\) to copy"):
+        x.numpy()            # as torch refuses it for cuda: .cpu().numpy() says where the copy happens
     text = repr(x)
     assert text.startswith("tensor(") and "device='xla:0'" in text
     assert bool((x == x).all())

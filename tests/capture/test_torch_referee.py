@@ -446,3 +446,17 @@ def test_reducing_a_tensor_of_more_than_64_dims_raises_as_on_cpu(op):
 ])
 def test_searchsorted_and_bucketize_check_their_arguments_as_on_cpu(call):
     assert_parity(call)
+
+
+def test_numpy_of_an_xla_tensor_is_refused_as_for_cuda_and_forced_copies():
+    """test_numpy_interop's to_numpy_force_argument: torch refuses .numpy() of a tensor off the CPU
+    (a TypeError saying to copy it with .cpu()); force=True copies it, resolving conj and neg bits."""
+    data = [[1 + 2j, -2 + 3j], [-1 - 2j, 3 - 2j]]
+    x = torch.tensor(data, device="xla", requires_grad=True)
+    for t in (x, x.detach().conj(), x.detach()._neg_view()):
+        with pytest.raises(TypeError, match=r"can't convert xla:0 device type tensor to numpy\. Use Tensor\.cpu\(\)"):
+            t.numpy()
+    cpu = torch.tensor(data)
+    assert (x.numpy(force=True) == cpu.numpy()).all()
+    assert (x.detach().conj().numpy(force=True) == cpu.conj().resolve_conj().numpy()).all()
+    assert (x.detach()._neg_view().numpy(force=True) == (-cpu).numpy()).all()

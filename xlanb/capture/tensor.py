@@ -134,10 +134,12 @@ class LazyTensor(torch.Tensor):
         return self.cpu().tolist()
 
     def numpy(self, *, force: bool = False):
-        if self.requires_grad and not force:
-            raise RuntimeError("Can't call numpy() on Tensor that requires grad. "
-                               "Use tensor.detach().numpy() instead.")
-        return self.detach().cpu().numpy()
+        """As torch answers for any tensor off the CPU (cuda's too): refused, or with force=True a
+        host copy (detached, conjugate and negative bits resolved)."""
+        if not force:
+            raise TypeError(f"can't convert {self.device} device type tensor to numpy. Use Tensor.cpu() to "
+                            "copy the tensor to host memory first.")
+        return self.detach().cpu().resolve_conj().resolve_neg().numpy()
 
     def __reduce_ex__(self, protocol):
         """Pickling (torch.save) stores a CPU tensor, so checkpoints load anywhere."""

@@ -163,7 +163,7 @@ class XLAShardedTensor:
     def load_local_shards_(self, shards: list[XLAShard]) -> None:
         """Writes `shards` (as `local_shards` gives them, data edited on the CPU) back into the tensor,
         keeping its sharding (xlanb.spmd.set_local_shards)."""
-        api.set_local_shards(self.global_tensor, [s.data.numpy() for s in shards])
+        api.set_local_shards(self.global_tensor, [s.data.detach().cpu().numpy() for s in shards])
 
     def cpu(self) -> torch.Tensor:
         return self.global_tensor.cpu()

@@ -460,3 +460,15 @@ def test_numpy_of_an_xla_tensor_is_refused_as_for_cuda_and_forced_copies():
     assert (x.numpy(force=True) == cpu.numpy()).all()
     assert (x.detach().conj().numpy(force=True) == cpu.conj().resolve_conj().numpy()).all()
     assert (x.detach()._neg_view().numpy(force=True) == (-cpu).numpy()).all()
+
+
+@pytest.mark.parametrize("lengths", [[0, 2, 3, 0], [1, 2, 3, 0], [[0, 3, 3, 0], [2, 3, 0, 0]], [[1, 2, 3, 0], [2, 4, 0, 0]]])
+def test_segment_reduce_checks_that_lengths_sum_to_the_data_size_at_the_op(lengths):
+    """test_segment_reductions' unsafe_flag: with unsafe=False CPU refuses lengths that do not sum to
+    the data's size along the axis (their values, not their shape, decide)."""
+    def f(d):
+        n = torch.tensor(lengths, device=d)
+        data = torch.arange(6.0 * n.shape[0] if n.dim() == 2 else 6.0, device=d).reshape(*n.shape[:-1], 6)
+        return torch._segment_reduce(data, "sum", lengths=n, axis=n.dim() - 1, unsafe=False)
+    kind = assert_parity(f)[0]
+    assert kind == ("error" if lengths in ([0, 2, 3, 0], [[0, 3, 3, 0], [2, 3, 0, 0]]) else "value")

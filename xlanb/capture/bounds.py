@@ -179,8 +179,33 @@ def cpu_error(func, spec, index_pos: int, index_values: np.ndarray, fallback: Ba
     return fallback
 
 
+# ops whose other integer arguments' values decide whether CPU raises (segment lengths must sum to
+# the data's size): when those values are host-readable, the op runs on CPU with them and zeros for
+# the data, and CPU's error, if any, is raised at the op
+_VALUE_CHECKED = {"segment_reduce": ("lengths", "offsets")}
+
+
+def _value_checked(keys: tuple):
+    def wrap(inner):
+        def h(func, args, kwargs):
+            kwargs = kwargs or {}
+            if not kwargs.get("unsafe", False):
+                for key in keys:
+                    t = kwargs.get(key)
+                    values = known_values(t) if isinstance(t, torch.Tensor) else None
+                    if values is not None:
+                        error = cpu_error(func, probe_spec(args, kwargs), key, values, None)
+                        if error is not None:
+                            raise error
+            return inner(func, args, kwargs)
+        return h
+    return wrap
+
+
 def bounded(name: str):
     """A handler wrapper checking the index of op `name` (one of _OPS), or None."""
+    if name in _VALUE_CHECKED:
+        return _value_checked(_VALUE_CHECKED[name])
     spec = _OPS.get(name)
     if spec is None:
         return None

@@ -470,10 +470,10 @@ def test_a_failed_replayed_launch_loses_nothing():
 
 # --- gradients written into the previous step's .grad buffers -------------------------------
 
-def _grad_first_step():
+def _grad_first_step(optimizer=torch.optim.SGD, **hyper):
     torch.manual_seed(0)
     model = nn.Sequential(nn.Linear(20, 32), nn.ReLU(), nn.Linear(32, 5)).to("xla")
-    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    opt = optimizer(model.parameters(), **(hyper or {"lr": 0.1}))
 
     def step(x, y):
         opt.zero_grad()                    # set_to_none: each traced call makes fresh .grad tensors
@@ -512,6 +512,28 @@ def test_fresh_grads_are_written_into_the_previous_grad_buffers_and_equal_tracin
     for p, g, w in zip(model.parameters(), want_grads, want_params):
         assert torch.equal(p.grad.cpu(), g) and torch.equal(p.detach().cpu(), w)
     assert compiles() == after_two         # the recycling twin is compiled by call 2; nothing after
+
+
+def test_recycling_with_adamw_compiles_nothing_after_step_2():
+    """AdamW makes its state in call 1, so the plan comes from call 3; the recycling executable is
+    compiled by call 2 and cached, not compiled again by call 3."""
+    xlanb.reset()
+    batches = [(x.to("xla"), y.to("xla")) for x, y in mlp_batches()]
+    model, step = _grad_first_step(torch.optim.AdamW, lr=1e-2)
+    traced = xlanb.compile(step)
+    want = [traced(x, y).item() for x, y in batches]
+
+    xlanb.reset()
+    model, step = _grad_first_step(torch.optim.AdamW, lr=1e-2)
+    f = xlanb.compile(step, replay=True)
+    losses = []
+    for i, (x, y) in enumerate(batches):
+        losses.append(f(x, y).item())
+        if i == 1:
+            after_two = compiles()
+    assert (f.traced, f.replayed) == (3, STEPS - 3) and f.plan.recycling is not None
+    assert compiles() == after_two
+    torch.testing.assert_close(torch.tensor(losses), torch.tensor(want), rtol=1e-5, atol=1e-6)
 
 
 def test_a_grad_the_caller_holds_is_not_recycled():

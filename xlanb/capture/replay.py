@@ -130,8 +130,13 @@ class ReplayedFunction:
         self.traced += 1
         self._since_trace = 0
         previous = self._last.get(sig)
+        # the .grad-recycling executable is compiled by a call that may make the plan: one after a call
+        # that could be a plan, or the second call (the first may have created state, as AdamW's moments),
+        # so that a step replayed from call 3 compiles nothing after step 2
+        recycling = previous is not None and (previous.reason is None or previous.first)
         out, trace = trace_call(self.fn, args, kwargs, self.name, self.full_graph, self._detector(),
-                                self._whole_heap, recycling=previous is not None and previous.reason is None)
+                                self._whole_heap, recycling=recycling)
+        trace.first = previous is None
         self._whole_heap = trace.needs_heap
         self._last[sig] = trace
         if trace.reason is None and previous is not None and previous.reason is None:

@@ -68,6 +68,7 @@ class Trace:
         self.return_spec = None
         self.recycle = ()             # (output position, parameter, view chain): fresh .grad outputs, written into the old .grad
         self.recycling = None         # the executable that takes the old .grad buffers (donated) after its arguments
+        self.first = False            # the first call of its signature (it may create state: optimizer moments)
 
     def fail(self, reason: str) -> None:
         if self.reason is None:
@@ -371,7 +372,7 @@ def _sync(trace: Trace, name: str, out, before: Holders, arg_nodes: dict, watche
                               and len(b[2]) == 1 and b[2][0][2][0] == GRAD)
         if recycling and trace.reason is None and trace.recycle and not graph.key.shardings:
             metas = tuple(trace.outputs[j][1] for j, _, _ in trace.recycle)
-            trace.recycling = executor.compile_graph(
+            _, trace.recycling, _ = executor.executable(     # cached: a later traced call takes it from there
                 graph.with_recycling(metas), eager=False,
                 cause=f"replay of '{name}': its gradients written into the previous step's .grad buffers")
     graph, compiled, cached = executor.executable(graph, eager=False, cause=cause, frames=frames)

@@ -175,6 +175,9 @@ class Runtime:
         self.history: dict[str, collections.deque] = {}    # graph name -> recent CacheKeys (explainer)
         self.outstanding: list = []            # launched output arrays not yet known to be finished
         self.last_cpu_mesh_launch: list = []   # outputs of the last program over several CPU devices (executor.call)
+        # (op, exception) that torch raised in a CPU fallback op while a program ran (lower/fallback.py);
+        # the launch raises it instead of XLA's callback error
+        self.fallback_error = None
         # metrics (xlanb.metrics): torch_xla's counters and timed metrics
         self.counters: dict[str, int] = {}
         self.metrics: dict[str, list] = {}     # name -> [count, total, samples[(wall_s, value)]]

@@ -472,3 +472,21 @@ def test_segment_reduce_checks_that_lengths_sum_to_the_data_size_at_the_op(lengt
         return torch._segment_reduce(data, "sum", lengths=n, axis=n.dim() - 1, unsafe=False)
     kind = assert_parity(f)[0]
     assert kind == ("error" if lengths in ([0, 2, 3, 0], [[0, 3, 3, 0], [2, 3, 0, 0]]) else "value")
+
+
+def test_an_error_torch_raises_in_a_cpu_fallback_op_is_raised_as_torchs_at_the_read():
+    """segment_reduce has no lowering and runs on the CPU inside the program; with lengths the graph
+    computes, its check can only run then. The read raises torch's own error (type and message),
+    not XLA's 'INTERNAL: CpuCallback error', names the op, and leaves the inputs readable."""
+    data = torch.arange(6.0, device="xla")
+    lengths = torch.tensor([0, 2, 3, 0], device="xla") * 1          # pending: not readable at the op
+    r = torch._segment_reduce(data, "sum", lengths=lengths, axis=0, unsafe=False)
+    for _ in range(2):                                              # the pending work stays, and fails the same way
+        with pytest.raises(RuntimeError) as caught:
+            r.cpu()
+        assert type(caught.value) is RuntimeError
+        assert str(caught.value) == ("segment_reduce(): Expected all rows of lengths along axis to sum to "
+                                     "data.size(lengths.dim()-1) when !unsafe.")
+        assert any("aten.segment_reduce.default, which has no lowering and ran on the CPU" in n
+                   for n in caught.value.__notes__)
+    assert data.cpu().tolist() == [0.0, 1.0, 2.0, 3.0, 4.0, 5.0] and lengths.cpu().tolist() == [0, 2, 3, 0]

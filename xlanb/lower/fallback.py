@@ -11,7 +11,7 @@ import numpy as np
 import torch
 
 from xlanb import events
-from xlanb.state import emit
+from xlanb.state import emit, runtime_state
 from xlanb.lower.dtypes import numpy_to_torch, to_jax_dtype, torch_to_numpy
 from xlanb.lower.tree import join, split
 
@@ -66,7 +66,11 @@ def lower_fallback(op, name: str, args, kwargs, meta):
         values = [np.asarray(a).item() if is_scalar else numpy_to_torch(np.asarray(a))
                   for a, is_scalar in zip(arrays, scalar_leaf)]
         a, kw = join(skeleton, values)
-        out = run_on_cpu(op, a, kw)
+        try:
+            out = run_on_cpu(op, a, kw)
+        except Exception as error:     # torch's verdict on these values: the launch raises it (executor.call)
+            runtime_state().fallback_error = (name, error)
+            raise
         outs = out if isinstance(out, (tuple, list)) else (out,)
         outs = [o for o, m in zip(outs, metas) if m is not None]
         emit(events.Fallback(op=counter))

@@ -187,17 +187,34 @@ def call(compiled: Compiled, name: str, args: list, doing: str = "replaying") ->
     cpu_mesh = compiled.in_shardings is not None and _rt.jax_device().platform == "cpu" and jax.local_device_count() > 1
     if cpu_mesh:
         _wait_last_cpu_mesh_launch()
+    _rt.fallback_error = None
     try:
         if _rt.faults:
             _rt.fault("execution")
         outs = compiled(*args)
     except BaseException as error:
+        failed, _rt.fallback_error = _rt.fallback_error, None
+        if failed is not None:             # torch raised in a CPU fallback op: its error, not XLA's wrapper
+            op, cause = failed
+            error = _same_error(cause)
+            error.add_note(f"xlanb: raised by {op}, which has no lowering and ran on the CPU inside graph '{name}' "
+                           "when it executed")
+            note_stage(error, f"{doing} graph '{name}' on the device")
+            raise error from None
         note_stage(error, f"{doing} graph '{name}' on the device")
         raise
     _track(outs)
     if cpu_mesh:
         _rt.last_cpu_mesh_launch = list(outs)
     return outs
+
+
+def _same_error(error: Exception) -> Exception:
+    """A fresh exception of `error`'s type and message (its traceback is inside XLA's callback)."""
+    try:
+        return type(error)(*error.args)
+    except Exception:     # a type whose constructor wants other arguments
+        return RuntimeError(str(error))
 
 
 def _wait_last_cpu_mesh_launch() -> None:

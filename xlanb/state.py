@@ -17,6 +17,7 @@ from __future__ import annotations
 import collections
 import contextlib
 import threading
+import warnings
 import weakref
 
 import jax
@@ -46,7 +47,7 @@ class CompiledCache:
     It remembers the keys `clear()` dropped (as many as it can hold), so the explainer can tell a
     graph compiled again because the cache was cleared from one the LRU evicted.
 
-    Each XLA CPU executable holds tens of memory maps (its JIT code, section by section), and Linux
+    Each XLA CPU executable holds about a dozen memory maps (its JIT code, section by section), and Linux
     kills a process that asks for more than vm.max_map_count (65530 by default) with a segfault
     inside the next compile: 2048 executables of a program that compiles a graph per shape were
     enough. So every `MAP_CHECK_EVERY` puts the cache counts the process's maps, and past
@@ -102,7 +103,6 @@ class CompiledCache:
         self._map_limit = keep
         if not self._warned:
             self._warned = True
-            import warnings
             warnings.warn(
                 f"xlanb: the compiled XLA executables hold most of this process's memory maps (Linux allows "
                 f"{most}: vm.max_map_count); the in-memory cache now keeps at most {keep} of them (older ones "

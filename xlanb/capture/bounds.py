@@ -15,6 +15,10 @@ embedding, index_add/copy/fill, index_put) is checked:
   mid-way, so this is as close to the op as a lazy device gets (CUDA reports its device-side
   asserts the same way). The tensors that op computed hold clamped values.
 
+Ops whose other integer arguments' values decide whether CPU raises (segment_reduce's lengths
+must sum to the data's size) are checked the first way only, when those values are host-readable;
+otherwise the op, a CPU fallback, raises torch's error when its program runs (runtime/executor.py).
+
 A replayed call does not run the body, so it checks nothing; its traced calls check at the op
 only (a check left in the graph would be a tensor the call made and kept).
 """

@@ -425,7 +425,6 @@ def _old_grads(plan: Trace):
 _GRAD_REFS = 3       # the parameter's .grad, the local `g` and getrefcount's argument
 
 
-
 def rebind(plan: Trace, outs, args, kwargs, reuse: dict | None = None):
     """The launched outputs into the plan's holders; the call's return value. `reuse`: output
     position -> the .grad tensor that takes it (its buffer was recycled into the output)."""

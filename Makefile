@@ -15,7 +15,7 @@ EXT_BUILT := xlanb/labextension/package.json
 EXT_DIR := $(VENV)/share/jupyter/labextensions/xlanb-lab
 WIDGET_BUILT := xlanb/notebook/static/widget.js
 
-.PHONY: setup labextension widget wheel test test-ops-full test-torch-suites torch-xla-referee lab docs bench fuzz clean
+.PHONY: setup labextension widget wheel test test-matrix test-ops-full test-torch-suites torch-xla-referee lab docs bench fuzz clean
 
 $(STAMP): pyproject.toml requirements-dev.txt
 	$(PYTHON) -m venv $(VENV)
@@ -61,6 +61,12 @@ wheel: setup
 
 test: setup
 	$(PY) -m pytest -q
+
+# the wheel installed beside the oldest and the newest supported torch/jax/Python (PyPI wheels, in
+# build/matrix/), and a representative subset of the tests run there from outside the source tree;
+# MATRIX="--all" for every combination docs/portability.md lists, or "--combo 3.11:2.11.0:0.10.2"
+test-matrix: wheel
+	$(PY) tools/test_matrix.py $(MATRIX)
 
 # every OpInfo of torch's op_db, in worker processes; rewrites docs/ops.md (~15 min on 2 cores)
 test-ops-full: $(STAMP)

@@ -11,7 +11,12 @@ from __future__ import annotations
 
 import functools as _functools
 
+import jax as _jax
 import torch as _torch
+
+from xlanb import _requirements
+
+_requirements.check(_torch.__version__, _jax.__version__)
 
 from xlanb import debug, hooks, metrics
 from xlanb.capture import install as _install_capture

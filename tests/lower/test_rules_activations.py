@@ -67,11 +67,11 @@ def test_backward_ops():
     both("aten.silu_backward.default", G, X)
     both("aten.mish_backward.default", G, X)
     both("aten.hardsigmoid_backward.default", G, X)
-    both("aten.hardswish_backward.default", G, X)
+    both("aten.hardswish_backward.default", G, X, nan_in_nan_out=True)   # CPUs disagree at NaN
     both("aten.softplus_backward.default", G, X, 1, 20)
     both("aten.softplus_backward.default", G, X, 2.5, 4.5)
     for is_result in (False, True):
-        both("aten.elu_backward.default", G, 1.5, 1.0507, 2.5, is_result, X)
+        both("aten.elu_backward.default", G, 1.5, 1.0507, 2.5, is_result, X, nan_in_nan_out=True)
         both("aten.leaky_relu_backward.default", G, X, 0.2, is_result)
     # NaN inputs: torch's vectorised kernels give 0, its scalar tail (small bfloat16) gives grad
     check("aten.hardtanh_backward.default", G, X, -2.5, 0.5)

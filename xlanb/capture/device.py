@@ -1,11 +1,11 @@
-"""The `xla` torch device: PrivateUse1 renamed, with Python hooks and a device guard."""
+"""The `xla` torch device: PrivateUse1 renamed (torch 2.9: torch's own XLA type), with a device guard."""
 
 from __future__ import annotations
 
 import sys
 
 import torch
-from torch.utils import backend_registration
+from xlanb.capture.torch_versions import backend_key, name_backend, register_device_guard
 
 _registered: list[str] = []
 
@@ -69,7 +69,8 @@ class DeviceModule:
 
 
 def register_device(name: str) -> torch.device:
-    """Renames PrivateUse1 to `name`; fails clearly if torch_xla or another backend has it."""
+    """Makes `name` xlanb's device (PrivateUse1 renamed; torch 2.9: see torch_versions); fails clearly
+    if torch_xla or another backend has it."""
     if _registered:
         if _registered[0] != name:
             raise RuntimeError(f"xlanb already registered its device as '{_registered[0]}'")
@@ -79,16 +80,16 @@ def register_device(name: str) -> torch.device:
             "xlanb cannot be imported next to torch_xla: both want the 'xla' device. "
             "Use one of them per process (restart the kernel), or set XLANB_DEVICE_NAME "
             "to another name before importing xlanb.")
-    current = torch._C._get_privateuse1_backend_name()
-    if current != "privateuseone":
-        raise ImportError(
-            f"xlanb needs torch's PrivateUse1 backend, but it is already registered as "
-            f"'{current}' by another library. Import xlanb in a fresh process before that library.")
+    if backend_key(name) == "PrivateUse1":
+        current = torch._C._get_privateuse1_backend_name()
+        if current != "privateuseone":
+            raise ImportError(
+                f"xlanb needs torch's PrivateUse1 backend, but it is already registered as "
+                f"'{current}' by another library. Import xlanb in a fresh process before that library.")
     if name == "xla" and hasattr(torch, "xla"):
         raise ImportError("torch.xla already exists (torch_xla?); set XLANB_DEVICE_NAME to another name")
-    torch.utils.rename_privateuse1_backend(name)
+    name_backend(name)
     torch._register_device_module(name, DeviceModule())
-    torch._C._acc.register_python_privateuseone_hook(backend_registration._DummyPrivateUse1Hook())
-    torch._C._acc.register_python_privateuseone_device_guard(backend_registration._DummyDeviceGuard())
+    register_device_guard(name)
     _registered.append(name)
     return torch.device(name, 0)

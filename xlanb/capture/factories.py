@@ -1,4 +1,4 @@
-"""Factory functions on the PrivateUse1 key: tensors created directly on the device.
+"""Factory functions on the device's backend key (PrivateUse1; torch 2.9: XLA): tensors created directly on the device.
 
 `torch.zeros(3, device="xla")` and friends reach `empty.memory_format` (then `zero_`
 arrives through __torch_dispatch__); ops without tensor arguments that cannot go that
@@ -17,6 +17,7 @@ from xlanb.capture.growth import lift_fill
 from xlanb.capture.realize import copy_across
 from xlanb.capture.rng import take_key
 from xlanb.capture.tensor import LazyTensor, new_tensor
+from xlanb.capture.torch_versions import backend_key, fill_backend_gaps
 from xlanb.ir.node import make_node, meta_of
 from xlanb.lower.registry import lookup
 from xlanb.state import runtime_state
@@ -80,10 +81,10 @@ FACTORIES = (
 # Tensors of quantized dtypes and sparse layouts dispatch to their own keys, where torch's own
 # error names no remedy: xla refuses them with one that does.
 _REFUSED = {
-    "QuantizedPrivateUse1": ("empty.memory_format", "empty_strided", "empty_quantized", "_empty_affine_quantized",
+    "Quantized": ("empty.memory_format", "empty_strided", "empty_quantized", "_empty_affine_quantized",
                              "_empty_per_channel_affine_quantized"),
-    "SparsePrivateUse1": ("empty.memory_format", "_sparse_coo_tensor_with_dims"),
-    "SparseCsrPrivateUse1": ("empty.memory_format",),
+    "Sparse": ("empty.memory_format", "_sparse_coo_tensor_with_dims"),
+    "SparseCsr": ("empty.memory_format",),
 }
 
 
@@ -98,14 +99,18 @@ def _refuse(name: str, key: str):
 def register_factories() -> None:
     if _library:
         return
+    backend = backend_key(_rt.device.type)
     lib = torch.library.Library("aten", "IMPL")
     for name in FACTORIES:
         packet, _, overload = name.partition(".")
         op = getattr(getattr(aten, packet), overload or "default")
-        lib.impl(name, _factory(op), "PrivateUse1")
-    for key, names in _REFUSED.items():
+        lib.impl(name, _factory(op), backend)
+    for kind, names in _REFUSED.items():
+        if backend == "XLA":
+            break           # torch 2.9 parses no Quantized/Sparse XLA key: torch's own error stands
         for name in names:
-            lib.impl(name, _refuse(name, key), key)
-    lib.impl("_copy_from", _copy_from, "PrivateUse1")
-    lib.impl("_copy_from_and_resize", _copy_from_and_resize, "PrivateUse1")
+            lib.impl(name, _refuse(name, kind), kind + backend)
+    lib.impl("_copy_from", _copy_from, backend)
+    lib.impl("_copy_from_and_resize", _copy_from_and_resize, backend)
+    fill_backend_gaps(lib, backend)
     _library.append(lib)

@@ -115,7 +115,8 @@ def elu_backward(grad_output, alpha, scale, input_scale, is_result, self_or_resu
         neg = g * input_scale * (x + negcoef)
     else:
         neg = g * input_scale * negcoef * jnp.exp(x * input_scale)
-    return jnp.where(x <= 0, neg, g * scale)
+    # a NaN input gives a NaN gradient (torch's CPU kernels answer it by the machine's vector width)
+    return jnp.where(x <= 0, neg, jnp.where(jnp.isnan(x), x, g * scale))
 
 
 @lowers("aten.celu.default")
@@ -169,7 +170,8 @@ def hardswish(x):
 @lowers("aten.hardswish_backward.default")
 def hardswish_backward(grad_output, x):
     g, x = up(grad_output), up(x)
-    return jnp.where(x <= -3, jnp.zeros_like(g), jnp.where(x < 3, g * (x / 3 + 0.5), g))
+    # a NaN input gives a NaN gradient (torch's CPU kernels answer it by the machine's vector width)
+    return jnp.where(x <= -3, jnp.zeros_like(g), jnp.where(x < 3, g * (x / 3 + 0.5), jnp.where(jnp.isnan(x), x, g)))
 
 
 @lowers("aten.threshold.default")

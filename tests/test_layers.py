@@ -6,8 +6,8 @@ import ast
 import pathlib
 
 ROOT = pathlib.Path(__file__).resolve().parents[1] / "xlanb"
-LAYERS = ["_config", "events", "state", "ir", "lower", "runtime", "capture", "hooks", "metrics", "debug",
-          "dynamo", "report", "spmd", "loader", "compat", "notebook"]
+LAYERS = ["_requirements", "_config", "events", "state", "ir", "lower", "runtime", "capture", "hooks", "metrics", "debug",
+          "dynamo", "report", "spmd", "loader", "compat", "selfcheck", "notebook"]
 
 
 def layer_of(module: str) -> str | None:

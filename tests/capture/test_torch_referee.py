@@ -290,6 +290,13 @@ def test_reduction_over_a_size_0_dim_raises_at_the_op(op):
      "dtype torch.quint8"),
 ])
 def test_sparse_quantized_and_complex32_raise_one_clear_error(make, op, what):
+    from xlanb.capture.torch_versions import backend_key
+    if backend_key("xla") == "XLA":           # torch 2.9: xla is torch's own XLA device type
+        if op in ("aten.empty", "aten.empty_quantized"):
+            pytest.skip("torch 2.9 parses no SparseXLA or QuantizedXLA dispatch key, so xlanb cannot register "
+                        "its refusal there (docs/portability.md: torch 2.9)")
+        if op == "aten.empty_strided":
+            op = "aten.empty.memory_format"   # torch 2.9 copies to the XLA type through empty, contiguous
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")            # torch's complex32 / quantization notices
         with pytest.raises(NotImplementedError) as e:

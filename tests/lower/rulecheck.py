@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 
+import pytest
 import torch
 
 import xlanb
@@ -75,11 +76,61 @@ def _record_with_cpu_metas(op, name, args, kwargs):
     return make_node(op, name, nargs, nkwargs, meta)
 
 
+# Overloads with a rule that some supported torch releases lack: (the first release that has it,
+# the first that no longer has it). A rule for an overload the installed torch lacks is never
+# called; tests of it skip there (require_op).
+RELEASES = {
+    "aten.rand_like.generator": ((2, 10), None),
+    "aten.randn_like.generator": ((2, 10), None),
+    "aten.randint_like.generator": ((2, 10), None),
+    "aten.randint_like.low_generator_dtype": ((2, 10), None),
+    "aten.randint_like.Tensor_generator": ((2, 10), None),
+    "aten._foreach_powsum.Scalar": ((2, 11), None),
+    "aten._foreach_clone.default": ((2, 12), None),
+    "aten._foreach_mm.default": ((2, 13), None),
+    "aten.cholesky.default": (None, (2, 15)),
+}
+TORCH = tuple(int(p) for p in torch.__version__.split("+")[0].split(".")[:2])
+
+
+def exists(name: str) -> bool:
+    ns, packet, overload = name.split(".")
+    packet = getattr(getattr(torch.ops, ns), packet, None) if ns == "aten" else None
+    return packet is not None and overload in packet.overloads()
+
+
+def require_op(name: str) -> None:
+    """Skips the test on a torch that lacks the overload (one RELEASES names)."""
+    if not exists(name):
+        first, gone = RELEASES.get(name, (None, None))
+        since = f"added in torch {'.'.join(map(str, first))}" if first else (
+            f"removed in torch {'.'.join(map(str, gone))}" if gone else "not in RELEASES")
+        pytest.skip(f"{name} does not exist in torch {torch.__version__} ({since})")
+
+
 def _op(name: str):
     ns, packet, overload = name.split(".")
     if ns != "aten":
         return None
+    require_op(name)
     return getattr(getattr(torch.ops.aten, packet), overload)
+
+
+def _cpu_reference(name: str, args, kwargs):
+    """torch's CPU result. Where this torch's CPU has no kernel for a reduced-precision float dtype
+    (trace of bfloat16 before torch 2.10), its float32 result rounded to that dtype."""
+    op = _op(name)
+    try:
+        return op(*args, **kwargs)
+    except NotImplementedError as e:
+        low = [a.dtype for a in args if isinstance(a, torch.Tensor) and a.dtype in (torch.bfloat16, torch.float16)]
+        if not low or "not implemented for" not in str(e):
+            raise
+    wide = [a.float() if isinstance(a, torch.Tensor) and a.dtype == low[0] else a for a in args]
+    out = op(*wide, **kwargs)
+    if isinstance(out, torch.Tensor):
+        return out.to(low[0]) if out.dtype == torch.float32 else out
+    return type(out)(o.to(low[0]) if isinstance(o, torch.Tensor) and o.dtype == torch.float32 else o for o in out)
 
 
 def check(name: str, *args, atol: float = 1e-5, rtol: float = 1.3e-6, equal_nan: bool = True,
@@ -90,7 +141,7 @@ def check(name: str, *args, atol: float = 1e-5, rtol: float = 1.3e-6, equal_nan:
     different CPUs (the vectorised loop and its scalar tail disagree, so the answer depends on the
     machine's vector width): where any same-shaped float input is NaN, the rule must give NaN,
     the mathematical answer, and torch is not asked; elsewhere it must give torch's result."""
-    expected = _op(name)(*args, **kwargs)
+    expected = _cpu_reference(name, args, kwargs)
     got = run_rule(name, *args, **kwargs)
     if nan_in_nan_out:
         expected, got = _nan_where_inputs_are(name, args, expected, got)

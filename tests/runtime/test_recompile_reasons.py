@@ -3,6 +3,7 @@
 
 import os
 
+import pytest
 import torch
 
 import xlanb
@@ -50,6 +51,10 @@ def test_input_dtype_change():
 
 
 def test_input_layout_change_names_the_strides():
+    from xlanb.capture.torch_versions import backend_key
+    if backend_key("xla") == "XLA":
+        pytest.skip("torch 2.9 copies a CPU tensor to its XLA device type contiguously (Device::supports_as_strided "
+                    "is false for XLA), so the transposed input arrives row-major (docs/portability.md: torch 2.9)")
     c = only(compiled_twice(lambda: xla(torch.randn(4, 4)) * 2.5, lambda: xla(torch.randn(4, 4).t()) * 2.5))
     assert c.kind == "input"
     assert str(c) == "input 0: f32[4,4] strides (4, 1) -> f32[4,4] strides (1, 4)"

@@ -105,7 +105,13 @@ def nonzero(func, args, kwargs):
         return func(*args, **(kwargs or {}))
     _cut(str(func))
     count = _count(aten.count_nonzero.default(x), str(func))
-    return aten.nonzero_static.default(x, size=count, fill_value=-1)
+    out = aten.nonzero_static.default(x, size=count, fill_value=-1)
+    # CPU's nonzero is laid out column-major, (1, count); nonzero_static's meta kernel says so
+    # from torch 2.11 on, row-major before
+    layout = torch.empty(out.shape[::-1], device="meta").t().stride()
+    if out.stride() != layout:
+        out = aten.empty_strided.default(out.shape, layout, dtype=out.dtype, device=out.device).copy_(out)
+    return out
 
 
 def _int_indices(indices) -> list:

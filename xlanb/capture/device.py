@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 
 import torch
-from xlanb.capture.torch_versions import backend_key, name_backend, register_device_guard
+from xlanb.capture.torch_versions import backend_key, name_backend, register_device_guard, register_seeding
 
 _registered: list[str] = []
 
@@ -89,7 +89,9 @@ def register_device(name: str) -> torch.device:
     if name == "xla" and hasattr(torch, "xla"):
         raise ImportError("torch.xla already exists (torch_xla?); set XLANB_DEVICE_NAME to another name")
     name_backend(name)
-    torch._register_device_module(name, DeviceModule())
+    module = DeviceModule()
+    torch._register_device_module(name, module)
+    register_seeding(name, module)
     register_device_guard(name)
     _registered.append(name)
     return torch.device(name, 0)

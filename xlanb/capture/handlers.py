@@ -21,6 +21,7 @@ from torch._decomp import decomposition_table
 from xlanb import events
 from xlanb.capture import record as rec
 from xlanb.capture.datadep import cpu_cut
+from xlanb.lower.torch_versions import SOLVE_FACTORS_CONTIGUOUS_TRANSPOSE
 from xlanb.capture.frames import user_frames, user_location
 from xlanb.capture.views import _AS_STRIDED, _REINTERPRETING, as_strided_view, check_no_replayed_views
 from xlanb.capture.mutations import lookup, mutation_handler, resize_, set_, set_storage, unsupported_mutation
@@ -235,8 +236,20 @@ def native_layer_norm(func, args, kwargs):
     return _cpu_stats_dtype(args[0], generic(func, args, kwargs))
 
 
+def linalg_solve_ex(func, args, kwargs):
+    """torch 2.9 and 2.10 factor a real A's transpose when A is contiguous, A itself when it is not
+    (lower/torch_versions.py); the rule sees no strides and factors the transpose: a
+    non-contiguous real A runs on the CPU there."""
+    a = args[0]
+    if (SOLVE_FACTORS_CONTIGUOUS_TRANSPOSE and type(a) is LazyTensor and not a.is_complex()
+            and not a.is_contiguous()):
+        return cpu_cut(func, args, kwargs)
+    return generic(func, args, kwargs)
+
+
 SPECIAL = {
     "aten.copy_.default": copy_,
+    "aten._linalg_solve_ex.default": linalg_solve_ex,
     "aten._to_copy.default": to_copy,
     "aten._local_scalar_dense.default": local_scalar_dense,
     "aten.item.default": local_scalar_dense,

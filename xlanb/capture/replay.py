@@ -24,6 +24,7 @@ from torch.utils import _pytree as pytree
 
 from xlanb import events
 from xlanb.capture import realize
+from xlanb.capture.torch_versions import CPP_REFS
 from xlanb.capture.replay_holders import follow, path_text
 from xlanb.capture.replay_trace import (ARG, ARG_PATH, GRAD, HOLDER, REBIND_PATH, REBIND_STORAGE, REBIND_TENSOR,
                                         Trace, differs, hyperparameters, python_changed, python_values,
@@ -422,7 +423,7 @@ def _old_grads(plan: Trace):
     return reuse, buffers
 
 
-_GRAD_REFS = 3       # the parameter's .grad, the local `g` and getrefcount's argument
+_GRAD_REFS = 2 + CPP_REFS    # the local `g`, getrefcount's argument and torch's own for the .grad (2.10+)
 
 
 def rebind(plan: Trace, outs, args, kwargs, reuse: dict | None = None):

@@ -25,6 +25,10 @@ import torch
 
 TORCH = tuple(int(p) for p in torch.__version__.split("+")[0].split(".")[:2])
 
+# References torch's C++ holds to the Python object of a tensor it keeps (a parameter's .grad):
+# torch >= 2.10 keeps one strong reference; 2.9 none (sys.getrefcount counts only Python's)
+CPP_REFS = 1 if TORCH >= (2, 10) else 0
+
 # c10::DeviceType's values (c10/core/DeviceType.h, unchanged since torch 2.1)
 _DEVICE_TYPE = {"XLA": 9, "Meta": 14, "PrivateUse1": 20}
 _DEVICE_TYPES = 21      # COMPILE_TIME_MAX_DEVICE_TYPES
@@ -56,6 +60,15 @@ def name_backend(name: str) -> None:
     """Makes `name` parse to the backend key `backend_key(name)` serves."""
     if backend_key(name) == "PrivateUse1":
         torch.utils.rename_privateuse1_backend(name)
+
+
+def register_seeding(name: str, module) -> None:
+    """`torch.manual_seed(s)` seeds xlanb's device too: torch seeds the module registered under
+    PrivateUse1's name (torch.random._seed_custom_device). torch 2.9's "xla" is not PrivateUse1, so
+    the module is registered under PrivateUse1's unrenamed name as well."""
+    if backend_key(name) == "XLA" and torch._C._get_privateuse1_backend_name() == "privateuseone" \
+            and not hasattr(torch, "privateuseone"):
+        torch._register_device_module("privateuseone", module)
 
 
 def register_device_guard(name: str) -> None:

@@ -1,9 +1,11 @@
-"""The runtime magics: %xla_env, %xla_reset, %xla_debug LEVEL, %xla_config key=value, %xla_compat [on|off]."""
+"""The runtime magics: %xla_env, %xla_reset, %xla_debug LEVEL, %xla_config key=value, %xla_compat [on|off],
+%xla_selfcheck [--quick|--full]."""
 
 from __future__ import annotations
 
 import dataclasses
 import html
+import time
 
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, line_magic, magics_class
@@ -135,3 +137,17 @@ class RuntimeMagics(Magics):
             print("xlanb.compat: torch_xla's names removed (modules that imported them keep what they hold)")
         else:
             raise UsageError(f"%xla_compat takes on or off, got {arg!r}")
+
+    @line_magic
+    def xla_selfcheck(self, line):
+        """%xla_selfcheck [--quick|--full]: does xlanb work on this machine, and how fast? The table of
+        `python -m xlanb.selfcheck`: versions and devices, a training step, an eager op, a replayed step and
+        a tiny HF model's tokens against the CPU, W3 and W4 steps against pure JAX, device memory, and
+        what to do about anything wrong. --quick (the default on a CPU) runs a smaller W4."""
+        arg = line.strip()
+        if arg not in ("", "--quick", "--full"):
+            raise UsageError(f"%xla_selfcheck takes --quick or --full, got {arg!r}")
+        from xlanb import selfcheck
+        t0 = time.perf_counter()
+        rows = selfcheck.run(None if not arg else arg == "--quick")
+        print(selfcheck.render_text(rows, time.perf_counter() - t0))

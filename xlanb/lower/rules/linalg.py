@@ -15,6 +15,7 @@ import torch
 from jax import lax
 
 from xlanb.lower.dtypes import to_jax_dtype
+from xlanb.lower.torch_versions import SOLVE_FACTORS_CONTIGUOUS_TRANSPOSE
 from xlanb.lower.registry import lowers
 
 _HALF = (np.dtype(jnp.float16), np.dtype(jnp.bfloat16))
@@ -451,6 +452,8 @@ def linalg_solve_ex(A, B, *, left=True, check_errors=False):
     x = _lu_solve(lu_, perm, B, left=left)
     if vector:
         x = x[..., 0] if left else x[..., 0, :]
+    if SOLVE_FACTORS_CONTIGUOUS_TRANSPOSE and not jnp.iscomplexobj(A):     # torch 2.9, 2.10
+        lu_, piv, _ = _lu(jnp.swapaxes(A, -1, -2))
     return x, lu_, _pivots_out(piv), _lu_info(lu_)
 
 

@@ -1,0 +1,42 @@
+"""Where torch releases differ, xla answers as the installed torch answers on the CPU
+(xlanb/capture/torch_versions.py, xlanb/lower/torch_versions.py)."""
+
+import pytest
+import torch
+
+from xlanb.capture import torch_versions
+
+
+def _solve_grads(device, make_a):
+    g = torch.Generator().manual_seed(0)
+    a0 = torch.randn(3, 4, 4, generator=g, dtype=torch.float64) + 4 * torch.eye(4, dtype=torch.float64)
+    b0 = torch.randn(3, 4, 2, generator=g, dtype=torch.float64)
+    a = a0.to(device).requires_grad_()
+    b = b0.to(device).requires_grad_()
+    x = torch.linalg.solve(make_a(a), b)
+    (x * torch.arange(x.numel(), dtype=x.dtype, device=device).reshape(x.shape)).sum().backward()
+    return x.detach().cpu(), a.grad.cpu(), b.grad.cpu()
+
+
+@pytest.mark.parametrize("layout", ["contiguous", "transposed"])
+def test_solve_and_its_gradients_match_cpu_whatever_the_layout(layout):
+    """torch 2.9 and 2.10 factor A's transpose for a contiguous A, and solve's backward reads the
+    factors: a wrong choice gives wrong gradients, not an error."""
+    make_a = (lambda a: a) if layout == "contiguous" else (lambda a: a.mT)
+    for cpu, xla in zip(_solve_grads("cpu", make_a), _solve_grads("xla", make_a)):
+        torch.testing.assert_close(xla, cpu)
+
+
+def test_tensors_made_without_an_index_are_on_device_zero():
+    """The device guard answers index 0 (torch 2.9's is xlanb's own, torch_versions)."""
+    for t in (torch.tensor([1.0, 2.0], device="xla"), torch.ones(2).to("xla"), torch.zeros(2, device="xla")):
+        assert t.device == torch.device("xla", 0)
+    p = torch.ones(3, device="xla", requires_grad=True)
+    (p * 2).sum().backward()                     # the autograd engine's device thread for xla:0
+    assert p.grad.cpu().tolist() == [2.0, 2.0, 2.0]
+
+
+def test_the_backend_key_is_the_one_this_torch_parses_xla_to():
+    expected = "XLA" if torch_versions.TORCH < (2, 10) else "PrivateUse1"
+    assert torch_versions.backend_key("xla") == expected
+    assert torch.device("xla").type == "xla"

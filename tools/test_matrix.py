@@ -36,17 +36,20 @@ ALL = [OLDEST, ("3.11", "2.10.0", "0.10.2"), ("3.11", "2.11.0", "0.10.2"), ("3.1
        ("3.11", "2.13.0", "0.10.2"), ("3.11", "2.14.1", "0.10.2"), ("3.12", "2.13.0", "0.12.0.1"), NEWEST]
 
 # What each run takes beside torch and jax: the test tools, the kernel for the notebook test,
-# transformers for the HF model test (the newest that installs beside that torch)
-TEST_DEPS = ["pytest>=8", "pytest-timeout", "expecttest", "nbclient", "nbformat", "ipykernel", "transformers"]
+# transformers for the HF model test (the newest that installs beside that torch), matplotlib for
+# notebook 05
+TEST_DEPS = ["pytest>=8", "pytest-timeout", "expecttest", "nbclient", "nbformat", "ipykernel", "transformers",
+             "matplotlib"]
 
 # The representative subset: the lazy core, the three modes and replay, the runtime, lowering
 # rules, the torch.compile backend, one HF model, one notebook through a real kernel
 SUBSETS = {
     "ci": ["tests/capture", "tests/modes", "tests/runtime", "tests/lower", "tests/dynamo", "tests/spmd",
-           "tests/models/test_hf_models.py::test_llama_forward_and_backward",
-           "tests/notebooks/test_notebooks.py::test_notebook_runs[01_lazy_tensors]"],
+           "tests/models/test_hf_models.py::test_three_adamw_steps_match_cpu[llama]",
+           "tests/notebooks/test_notebooks.py::test_runs_top_to_bottom[01_lazy_tensors]"],
 }
-SUBSETS["full"] = SUBSETS["ci"] + ["tests/models", "tests/notebooks", "tests/report", "tests/compat"]
+SUBSETS["full"] = SUBSETS["ci"][:6] + ["tests/models", "tests/notebooks", "tests/report", "tests/compat"]
+SUBSETS["notebooks"] = ["tests/notebooks"]
 
 
 def python_for(version: str) -> str:
@@ -71,22 +74,23 @@ def run(cmd: list[str], **kw) -> subprocess.CompletedProcess:
 
 
 def venv_for(combo: tuple[str, str, str]) -> str:
-    """build/matrix/<py>-torch<t>-jax<j>, made once; reused while its stamp matches."""
+    """build/matrix/py<py>-torch<t>-jax<j>, made once and kept; the test tools follow TEST_DEPS."""
     py, torch_v, jax_v = combo
     path = os.path.join(MATRIX, f"py{py}-torch{torch_v}-jax{jax_v}")
     stamp = os.path.join(path, ".matrix-stamp")
-    want = json.dumps([combo, TEST_DEPS])
-    if os.path.exists(stamp) and open(stamp).read() == want:
-        return path
-    shutil.rmtree(path, ignore_errors=True)
-    run([python_for(py), "-m", "venv", path])
+    made = json.loads(open(stamp).read()) if os.path.exists(stamp) else None
     vpy = os.path.join(path, "bin", "python")
     env = pip_env()
-    run([vpy, "-m", "pip", "install", "-q", "--upgrade", "pip"], env=env)
-    run([vpy, "-m", "pip", "install", "-q", f"torch=={torch_v}", f"jax=={jax_v}", f"jaxlib=={jaxlib_for(jax_v)}"]
-        + TEST_DEPS, env=env)
+    if made is None or made[0] != list(combo):
+        shutil.rmtree(path, ignore_errors=True)
+        run([python_for(py), "-m", "venv", path])
+        run([vpy, "-m", "pip", "install", "-q", "--upgrade", "pip"], env=env)
+        run([vpy, "-m", "pip", "install", "-q", f"torch=={torch_v}", f"jax=={jax_v}", f"jaxlib=={jaxlib_for(jax_v)}"]
+            + TEST_DEPS, env=env)
+    elif made[1] != TEST_DEPS:
+        run([vpy, "-m", "pip", "install", "-q", *TEST_DEPS], env=env)
     with open(stamp, "w") as f:
-        f.write(want)
+        f.write(json.dumps([list(combo), TEST_DEPS]))
     return path
 
 

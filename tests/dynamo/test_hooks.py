@@ -57,3 +57,17 @@ def test_dynamo_never_traces_xlanb_or_jax():
     xlanb.dynamo.register()
     assert trace_rules.check_verbose(dispatch.dispatch.__code__).skipped
     assert trace_rules.check_verbose(jnp.zeros.__code__).skipped
+
+
+def test_a_repr_while_torch_compile_compiles_reads_no_value():
+    """dynamo 2.10 reprs every object a guard matches by identity: an optimizer's tensor lr and
+    state would each run a graph on the first compile."""
+    import torch._guards as guards
+    from xlanb import hooks
+    x = torch.ones(3, device="xla") * 2
+    mark = hooks.mark()
+    with guards.compile_context(guards.CompileContext(None)):
+        text, scalar = repr(x), f"{x.sum()}"
+    assert [e for e in hooks.since(mark) if type(e).__name__ == "Execute"] == []
+    assert text.startswith("<xla tensor") and "xla:0" in text and scalar.startswith("<xla tensor")
+    assert repr(x).startswith("tensor([2., 2., 2.]") and f"{x.sum():.1f}" == "6.0"

@@ -9,6 +9,7 @@ back into the base (`xlanb.view_scatter`), so in-place ops are functionalised in
 
 from __future__ import annotations
 
+import sys
 import weakref
 
 import torch
@@ -20,6 +21,7 @@ from xlanb.state import runtime_state
 
 _make_wrapper = torch.Tensor._make_wrapper_subclass
 _weakref = weakref.ref
+_modules = sys.modules
 _STRIDED = torch.strided
 _rt = runtime_state()
 
@@ -88,6 +90,14 @@ class ViewStep:
         return (self.name, self.args, tuple((self.kwargs or {}).items()), self.index)
 
 
+def _compiling() -> bool:
+    """Inside torch.compile's compilation (tracing, building guards). A repr there is for a message,
+    and reading the value would run a graph per tensor: dynamo 2.10 builds a repr of every
+    object a guard matches by identity (an optimizer with its state, on every first compile)."""
+    guards = _modules.get("torch._guards")
+    return guards is not None and guards.CompileContext.try_get() is not None
+
+
 class LazyTensor(torch.Tensor):
     __slots__ = (
         "_node",          # the value's Node while nothing aliases the tensor, else None
@@ -99,7 +109,10 @@ class LazyTensor(torch.Tensor):
     __torch_function__ = torch._C._disabled_torch_function_impl
 
     def __repr__(self, *, tensor_contents=None):
-        """torch's own format (`tensor([...], device='xla:0')`), from a CPU copy."""
+        """torch's own format (`tensor([...], device='xla:0')`), from a CPU copy; while
+        torch.compile compiles, a description that reads no value (see _compiling)."""
+        if _compiling():
+            return f"<xla tensor {tensor_meta(self)} on {self.device}>"
         with torch.no_grad():
             text = repr(self.detach().cpu())
         suffix = f", device='{self.device}'"
@@ -112,7 +125,7 @@ class LazyTensor(torch.Tensor):
     def __format__(self, format_spec: str) -> str:
         """As torch formats a plain (CPU, CUDA) tensor: a 0-dim one as its Python number, so
         `f"{loss}"` and `f"{loss:.4f}"` work (torch's own __format__ does this only for exact Tensors)."""
-        if self.dim() == 0:
+        if self.dim() == 0 and not _compiling():
             return self.detach().item().__format__(format_spec)
         return object.__format__(self, format_spec)
 

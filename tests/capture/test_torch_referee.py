@@ -191,7 +191,7 @@ def test_index_assignment_into_a_size_0_dim_raises():
         a = torch.ones(0, 4, device=d)
         a[[0]] = 1
         return a
-    assert assert_parity(f)[1] is IndexError
+    assert assert_parity(f)[0] == "error"     # IndexError up to torch 2.14, RuntimeError from 2.15: CPU's, on xla
 
 
 @pytest.mark.parametrize("op", ["index_select", "gather"])

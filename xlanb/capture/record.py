@@ -186,8 +186,11 @@ def infer_meta(func, plan: OpPlan, nargs, nkwargs, on_miss=None):
         text = str(e)
         if "meta tensor" in text or "data-dependent" in text:   # needs the data, not a shape error
             raise NoMetaKernel(text) from e
-        raise_cpu_error(func, margs, mkwargs)
-        raise
+        out = cpu_verdict(func, margs, mkwargs)    # CPU's error, or CPU's result where CPU accepts
+        if out is None:
+            raise
+        out = tuple(o.to("meta") if isinstance(o, torch.Tensor) else o for o in out) \
+            if isinstance(out, (tuple, list)) else out.to("meta") if isinstance(out, torch.Tensor) else out
     except (IndexError, ValueError, TypeError, AttributeError):     # a meta kernel's Python error: CPU's type wins
         raise_cpu_error(func, margs, mkwargs)
         raise
@@ -333,11 +336,19 @@ def _check_bool_kernel_on_cpu(func, margs, mkwargs) -> None:
 def raise_cpu_error(func, margs, mkwargs) -> None:
     """Re-raises a shape or dtype error with the message torch gives on CPU (meta kernels
     word some errors differently). Only for small inputs; otherwise the meta error stands."""
+    cpu_verdict(func, margs, mkwargs)
+
+
+def cpu_verdict(func, margs, mkwargs):
+    """The op run on CPU zeros of the same shapes and dtypes: CPU's error raised as CPU raises it,
+    or CPU's result where CPU accepts what a meta kernel refused (a meta kernel can be stricter
+    than the CPU kernel: torch 2.15's all.out takes only a bool out, CPU's a uint8 one too).
+    None for inputs too large to run (the meta verdict stands)."""
     tensors = [a for a in margs if isinstance(a, torch.Tensor)]
     if sum(t.numel() for t in tensors) > 1 << 20:
-        return
+        return None
     try:
-        func(*[_on_cpu(a) for a in margs], **{k: _on_cpu(v) for k, v in mkwargs.items()})
+        return func(*[_on_cpu(a) for a in margs], **{k: _on_cpu(v) for k, v in mkwargs.items()})
     except (RuntimeError, IndexError, ValueError, TypeError) as cpu_error:
         raise type(cpu_error)(str(cpu_error)) from None
 

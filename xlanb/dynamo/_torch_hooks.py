@@ -1,6 +1,6 @@
 """The private torch hooks the `"xlanb"` torch.compile backend needs, and nothing else.
 
-Tested on torch 2.13.0 (`TESTED_TORCH`). Both hooks reach into dynamo's internals:
+Tested on torch 2.9 to 2.15 (`TESTED_TORCH`). Both hooks reach into dynamo's internals:
 
 1. dynamo builds a variable for each value it meets from `VariableBuilder._type_dispatch_impl`,
    a cached table {type: builder}. A `LazyTensor` (a wrapper subclass with its own
@@ -27,7 +27,7 @@ loudly if a torch upgrade breaks one of the hooks).
 
 from __future__ import annotations
 
-TESTED_TORCH = ("2.13",)
+TESTED_TORCH = ("2.9", "2.10", "2.11", "2.12", "2.13", "2.14", "2.15")
 
 
 class DynamoHookMissing(RuntimeError):

@@ -4,6 +4,8 @@ give the installed torch's answer, since torch's own backward formulas read thes
 
 from __future__ import annotations
 
+import warnings
+
 import torch
 
 TORCH = tuple(int(p) for p in torch.__version__.split("+")[0].split(".")[:2])
@@ -14,3 +16,18 @@ TORCH = tuple(int(p) for p in torch.__version__.split("+")[0].split(".")[:2])
 # and 2.10 is run on the CPU by capture (capture/handlers.py: linalg_solve_ex), the rule cannot see
 # strides.
 SOLVE_FACTORS_CONTIGUOUS_TRANSPOSE = TORCH < (2, 11)
+
+# torch >= 2.15: softshrink rounds lambd to the input's dtype before comparing and subtracting (a
+# bfloat16 0.1 is 0.10010, so softshrink(0.1001, 0.1) is 0); before, it compared in float32
+SOFTSHRINK_LAMBDA_IN_INPUT_DTYPE = TORCH >= (2, 15)
+
+
+def float32_matmul_precision() -> str:
+    """torch.get_float32_matmul_precision(). torch 2.9 answers it with a UserWarning about its new
+    TF32 settings (once per process, from its C++), which a user who never asked would see at
+    their first matmul: read without it there."""
+    if TORCH >= (2, 10):
+        return torch.get_float32_matmul_precision()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        return torch.get_float32_matmul_precision()

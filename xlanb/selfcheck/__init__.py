@@ -35,6 +35,7 @@ from xlanb import hooks, metrics
 from xlanb.capture.modes import compile as xla_compile
 from xlanb.capture.modes import eager_mode_context
 from xlanb.capture.realize import raise_deferred, sync
+from xlanb.lower.torch_versions import float32_matmul_precision
 from xlanb.report.format import format_bytes, format_ms
 from xlanb.selfcheck import workloads as W
 from xlanb.state import runtime_state
@@ -87,13 +88,13 @@ def _xla_device() -> torch.device:
 
 def _jax_precision() -> str:
     """The matmul precision xlanb gives float32 products (torch's setting), in JAX's words."""
-    return {"highest": "highest", "high": "high", "medium": "default"}[torch.get_float32_matmul_precision()]
+    return {"highest": "highest", "high": "high", "medium": "default"}[float32_matmul_precision()]
 
 
 def _precision_advice() -> str:
     """What to do when xla's float32 numbers differ from the CPU's."""
     find = "XLANB_DEBUG=3 prints each graph's IR to find the op; please report it with this table"
-    now = torch.get_float32_matmul_precision()
+    now = float32_matmul_precision()
     if now == "highest":
         return ("torch's float32 matmul precision is 'highest' (full float32 products), so something else "
                 f"differs: {find}")

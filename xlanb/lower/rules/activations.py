@@ -13,6 +13,7 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
+from xlanb.lower.torch_versions import SOFTSHRINK_LAMBDA_IN_INPUT_DTYPE
 from xlanb.lower.dtypes import to_jax_dtype
 from xlanb.lower.registry import lowers
 from xlanb.lower.rules.pointwise import nan_max, nan_min
@@ -191,6 +192,8 @@ def _in_dtype(v, x):
 
 @lowers("aten.softshrink.default")
 def softshrink(x, lambd=0.5):
+    if SOFTSHRINK_LAMBDA_IN_INPUT_DTYPE:
+        lambd = up(_in_dtype(lambd, x))
     x = up(x)
     return jnp.where(x > lambd, x - lambd, jnp.where(x < -lambd, x + lambd, x * 0))
 

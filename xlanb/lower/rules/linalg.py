@@ -15,7 +15,7 @@ import torch
 from jax import lax
 
 from xlanb.lower.dtypes import to_jax_dtype
-from xlanb.lower.torch_versions import SOLVE_FACTORS_CONTIGUOUS_TRANSPOSE
+from xlanb.lower.torch_versions import SOLVE_FACTORS_CONTIGUOUS_TRANSPOSE, float32_matmul_precision
 from xlanb.lower.registry import lowers
 
 _HALF = (np.dtype(jnp.float16), np.dtype(jnp.bfloat16))
@@ -39,7 +39,7 @@ def _acc_dtype(*xs):
 
 def _precision(dt):
     if jnp.issubdtype(dt, jnp.inexact) and dt not in _HALF:
-        return _PRECISION.get(torch.get_float32_matmul_precision(), lax.Precision.HIGHEST)
+        return _PRECISION.get(float32_matmul_precision(), lax.Precision.HIGHEST)
     return None
 
 

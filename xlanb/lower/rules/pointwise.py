@@ -371,7 +371,9 @@ def digamma(x):
 
 @lowers("aten.sinc.default", promote="float")
 def sinc(x):
-    return jnp.sinc(x)
+    # torch's definition, sin(pi x) / (pi x) and 1 at 0: NaN at +-inf (jnp.sinc gives 0 there from jax 0.12)
+    px = jnp.pi * x
+    return jnp.where(x == 0, jnp.ones_like(x), jnp.sin(px) / jnp.where(x == 0, jnp.ones_like(px), px))
 
 
 @lowers("aten.atan2.default", promote="float")

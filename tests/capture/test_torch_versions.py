@@ -40,3 +40,27 @@ def test_the_backend_key_is_the_one_this_torch_parses_xla_to():
     expected = "XLA" if torch_versions.TORCH < (2, 10) else "PrivateUse1"
     assert torch_versions.backend_key("xla") == expected
     assert torch.device("xla").type == "xla"
+
+
+class _FakeTpu:
+    platform = "tpu"
+
+
+def test_float64_on_a_tpu_is_named_at_the_op(monkeypatch):
+    """TPUs have no 64-bit floats: float64 is emulated (a warning at the op), complex128 refused."""
+    import warnings
+    from xlanb.state import runtime_state
+    monkeypatch.setattr(type(runtime_state()), "jax_device", lambda self: _FakeTpu())
+    with pytest.warns(UserWarning, match="float64 on a TPU is emulated"):
+        torch.zeros(3, dtype=torch.float64, device="xla")
+    with pytest.raises(NotImplementedError, match="complex128 is not supported on a TPU"):
+        torch.ones(2, dtype=torch.complex128).to("xla")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        torch.zeros(3, device="xla")                 # float32: nothing said
+    monkeypatch.undo()
+    if runtime_state().jax_device().platform == "tpu":
+        return
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")               # on this machine's platform, float64 is native
+        assert torch.ones(2, dtype=torch.float64, device="xla").sum().item() == 2.0

@@ -16,6 +16,7 @@ from xlanb.capture import bounds
 from xlanb.capture.frames import is_library
 from xlanb.lower.dtypes import TORCH_TO_NUMPY
 from xlanb.lower.fallback import host_dispatch
+from xlanb.state import runtime_state
 
 aten = torch.ops.aten
 
@@ -210,12 +211,33 @@ def unsupported(op: str, dtype: torch.dtype | None = None, layout: torch.layout 
 
 
 def check_representable(op: str, out) -> None:
-    """Results of sparse layouts, quantized dtypes or complex32 are refused at the op, naming it."""
+    """Results of sparse layouts, quantized dtypes or complex32 are refused at the op, naming it;
+    on a TPU, 64-bit floats are named at the op too (check_tpu_x64)."""
     for t in (out if isinstance(out, (list, tuple)) else (out,)):
         if isinstance(t, torch.Tensor):
             why = unsupported(op, t.dtype, t.layout)
             if why is not None:
                 raise NotImplementedError(why)
+            if t.dtype in _X64_FLOATS:
+                check_tpu_x64(op, t.dtype)
+
+
+_X64_FLOATS = (torch.float64, torch.complex128)
+
+
+def check_tpu_x64(op: str, dtype: torch.dtype) -> None:
+    """TPUs have no 64-bit floating point. XLA:TPU emulates float64 in 32-bit operations (slower,
+    and some ops fail to compile: a one-time warning at the op) and refuses complex128 (an error at
+    the op, instead of XLA's at compile time). Other platforms compute both natively."""
+    if runtime_state().jax_device().platform != "tpu":
+        return
+    if dtype == torch.complex128:
+        raise NotImplementedError(
+            f"{op}: dtype torch.complex128 is not supported on a TPU (XLA:TPU has no 128-bit complex type); "
+            "use torch.complex64: .to(torch.complex64)")
+    warnings.warn(f"{op}: torch.float64 on a TPU is emulated by XLA in 32-bit operations: much slower than "
+                  "float32, and some ops fail to compile; use float32 (.to(torch.float32)) unless you need "
+                  "the precision", UserWarning, stacklevel=user_stacklevel())
 
 
 def check_dtype_arguments(op: str, args, kwargs) -> None:

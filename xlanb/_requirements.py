@@ -5,6 +5,7 @@ declares the same ranges). Each layer's version-specific code lives in its own s
 
 from __future__ import annotations
 
+import re
 import sys
 
 TORCH_MIN = (2, 9)
@@ -13,14 +14,15 @@ PYTHON_MIN = (3, 11)
 TESTED = "torch 2.9 to 2.15, jax 0.10.2 to 0.12, Python 3.11 to 3.13"
 
 
-def _release(version: str) -> tuple[int, ...]:
+def release(version: str) -> tuple[int, ...]:
+    """'2.9.0+cu128' -> (2, 9, 0); '0.13.0rc1' -> (0, 13, 0): the leading numbers of the release."""
     parts = []
     for p in version.split("+")[0].split("."):
-        digits = "".join(c for c in p if c.isdigit()) if not p.isdigit() else p
+        digits = re.match(r"\d*", p).group()
         if not digits:
             break
         parts.append(int(digits))
-        if not p.isdigit():
+        if digits != p:
             break
     return tuple(parts)
 
@@ -30,9 +32,9 @@ def check(torch_version: str, jax_version: str, python=sys.version_info) -> None
     old = []
     if tuple(python[:2]) < PYTHON_MIN:
         old.append(f"Python {python[0]}.{python[1]}")
-    if _release(torch_version)[:2] < TORCH_MIN:
+    if release(torch_version)[:2] < TORCH_MIN:
         old.append(f"torch {torch_version}")
-    if _release(jax_version)[:2] < JAX_MIN:
+    if release(jax_version)[:2] < JAX_MIN:
         old.append(f"jax {jax_version}")
     if old:
         raise ImportError(f"xlanb needs torch >= 2.9, jax >= 0.10 and Python >= 3.11 (tested: {TESTED}); this "

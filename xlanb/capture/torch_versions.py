@@ -23,7 +23,9 @@ import os
 
 import torch
 
-TORCH = tuple(int(p) for p in torch.__version__.split("+")[0].split(".")[:2])
+from xlanb._requirements import release
+
+TORCH = release(torch.__version__)[:2]
 
 # References torch's C++ holds to the Python object of a tensor it keeps (a parameter's .grad):
 # torch >= 2.10 keeps one strong reference; 2.9 none (sys.getrefcount counts only Python's)

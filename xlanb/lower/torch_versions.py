@@ -8,7 +8,9 @@ import warnings
 
 import torch
 
-TORCH = tuple(int(p) for p in torch.__version__.split("+")[0].split(".")[:2])
+from xlanb._requirements import release
+
+TORCH = release(torch.__version__)[:2]
 
 # torch 2.9 and 2.10: linalg_solve_ex factors A^T, not A, when A is real and contiguous (LAPACK is
 # column-major: A^T's factors need no copy), and its LU and pivots outputs are those of A^T; solve's

@@ -1,52 +1,24 @@
 """The PyTorch models and training steps of W3 and W4, shared by xlanb (device "xla") and torch CPU
 eager (device "cpu"): the same code runs on both. jax_workloads.py has the same models in JAX."""
 
-import math
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
 from common import W3, W4, warmup_lr
+from xlanb.selfcheck import workloads
 
 
 def mlp() -> nn.Module:
     return nn.Sequential(nn.Linear(W3["d_in"], W3["d_hid"]), nn.ReLU(), nn.Linear(W3["d_hid"], W3["d_out"]))
 
 
-class Block(nn.Module):
-    """Pre-LayerNorm decoder block; attention written out (softmax of masked scores)."""
+class TinyGPT(workloads.TinyGPT):
+    """W4's decoder (xlanb.selfcheck.workloads defines it once, for the self-check and here)."""
 
-    def __init__(self, d: int, heads: int, d_ff: int):
-        super().__init__()
-        self.heads = heads
-        self.ln1, self.ln2 = nn.LayerNorm(d), nn.LayerNorm(d)
-        self.qkv, self.proj = nn.Linear(d, 3 * d), nn.Linear(d, d)
-        self.ff1, self.ff2 = nn.Linear(d, d_ff), nn.Linear(d_ff, d)
-
-    def forward(self, x, mask):
-        b, t, d = x.shape
-        q, k, v = (z.view(b, t, self.heads, d // self.heads).transpose(1, 2)
-                   for z in self.qkv(self.ln1(x)).split(d, dim=-1))
-        scores = q @ k.transpose(-2, -1) / math.sqrt(d // self.heads) + mask
-        attn = (torch.softmax(scores, dim=-1) @ v).transpose(1, 2).reshape(b, t, d)
-        x = x + self.proj(attn)
-        return x + self.ff2(F.gelu(self.ff1(self.ln2(x))))
-
-
-class TinyGPT(nn.Module):
     def __init__(self):
-        super().__init__()
-        s = W4
-        self.tok, self.pos = nn.Embedding(s["vocab"], s["d_model"]), nn.Embedding(s["seq"], s["d_model"])
-        self.blocks = nn.ModuleList(Block(s["d_model"], s["heads"], s["d_ff"]) for _ in range(s["layers"]))
-        self.lnf, self.head = nn.LayerNorm(s["d_model"]), nn.Linear(s["d_model"], s["vocab"])
-
-    def forward(self, idx, pos, mask):
-        x = self.tok(idx) + self.pos(pos)
-        for block in self.blocks:
-            x = block(x, mask)
-        return self.head(self.lnf(x))
+        super().__init__(W4)
 
 
 def w3_setup(device):

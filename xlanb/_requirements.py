@@ -27,6 +27,15 @@ def release(version: str) -> tuple[int, ...]:
     return tuple(parts)
 
 
+def installed(dist: str) -> str | None:
+    """The installed version of a distribution, or None."""
+    import importlib.metadata
+    try:
+        return importlib.metadata.version(dist)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
 def check(torch_version: str, jax_version: str, python=sys.version_info) -> None:
     """Raises ImportError naming the supported releases when one of these is older."""
     old = []

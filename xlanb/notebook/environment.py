@@ -4,32 +4,21 @@ compilation cache, the JupyterLab extension, Colab, and what to do about anythin
 from __future__ import annotations
 
 import dataclasses
-import importlib.metadata
 import json
 import os
 import pathlib
 import sys
 
 from xlanb._config import config
+from xlanb._requirements import JAX_MIN, TORCH_MIN, release
+from xlanb._requirements import installed as _version
 
-MIN_TORCH = (2, 9)
-MIN_JAX = (0, 10)
+MIN_TORCH, MIN_JAX = TORCH_MIN, JAX_MIN
 EXTENSION = "xlanb-lab"
 
 
-def _version(dist: str) -> str | None:
-    try:
-        return importlib.metadata.version(dist)
-    except importlib.metadata.PackageNotFoundError:
-        return None
-
-
 def _tuple(version: str | None) -> tuple:
-    parts = []
-    for p in (version or "").split("+")[0].split(".")[:3]:
-        digits = "".join(c for c in p if c.isdigit())
-        parts.append(int(digits) if digits else 0)
-    return tuple(parts)
+    return release(version or "")[:3]
 
 
 def _dir_size(path: str) -> tuple[int, int]:

@@ -21,7 +21,6 @@ import argparse
 import contextlib
 import copy
 import dataclasses
-import importlib.metadata
 import json
 import statistics
 import sys
@@ -32,6 +31,7 @@ import jax
 import torch
 
 from xlanb import hooks, metrics
+from xlanb._requirements import installed, release
 from xlanb.capture.modes import compile as xla_compile
 from xlanb.capture.modes import eager_mode_context
 from xlanb.capture.realize import raise_deferred, sync
@@ -62,19 +62,8 @@ def ok(rows: list[Row]) -> bool:
 
 # Helpers ---------------------------------------------------------------------------------------
 
-def _version(dist: str) -> str | None:
-    try:
-        return importlib.metadata.version(dist)
-    except importlib.metadata.PackageNotFoundError:
-        return None
-
-
 def _numbers(version: str | None) -> tuple:
-    parts = []
-    for p in (version or "").split("+")[0].split(".")[:3]:
-        digits = "".join(c for c in p if c.isdigit())
-        parts.append(int(digits) if digits else 0)
-    return tuple(parts)
+    return release(version or "")[:3]
 
 
 def _max_abs(pairs) -> float:
@@ -112,9 +101,9 @@ def _replay_reasons(events_since: list) -> list[str]:
 # The checks: each returns one Row ------------------------------------------------------------------
 
 def check_versions(quick: bool) -> Row:
-    v = {"xlanb": _version("xlanb") or "(not installed)", "torch": torch.__version__, "jax": jax.__version__,
-         "jaxlib": _version("jaxlib"), "Python": sys.version.split()[0]}
-    libtpu = _version("libtpu") or _version("libtpu-nightly")
+    v = {"xlanb": installed("xlanb") or "(not installed)", "torch": torch.__version__, "jax": jax.__version__,
+         "jaxlib": installed("jaxlib"), "Python": sys.version.split()[0]}
+    libtpu = installed("libtpu") or installed("libtpu-nightly")
     if libtpu:
         v["libtpu"] = libtpu
     # too old a torch, jax or Python stops `import xlanb` already (xlanb/_requirements.py)

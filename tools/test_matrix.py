@@ -187,7 +187,7 @@ def main() -> int:
     for combo in combos:
         path = venv_for(combo)
         install_wheel(os.path.join(path, "bin", "python"), wheel)
-        with tempfile.TemporaryDirectory(prefix="xlanb-matrix-") as work:
+        with tempfile.TemporaryDirectory(prefix="matrix-tests-") as work:
             stage_tests(work)
             results.append(run_tests(path, SUBSETS[args.subset], work, args.pytest_args))
     with open(os.path.join(MATRIX, "summary.json"), "w") as f:

@@ -88,7 +88,7 @@ RELEASES = {
     "aten._foreach_powsum.Scalar": ((2, 11), None),
     "aten._foreach_clone.default": ((2, 12), None),
     "aten._foreach_mm.default": ((2, 13), None),
-    "aten.cholesky.default": (None, (2, 15)),
+    "aten.cholesky.default": (None, (2, 14)),
 }
 TORCH = tuple(int(p) for p in torch.__version__.split("+")[0].split(".")[:2])
 

@@ -215,7 +215,7 @@ def test_solves(dtype):
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
-def test_cholesky_before_2_15(dtype):
+def test_cholesky_before_2_14(dtype):
     tol = dict(atol=1e-4, rtol=1e-4) if dtype == torch.float32 else dict(atol=1e-9, rtol=1e-9)
     for upper in (False, True):
         check("aten.cholesky.default", spd(4, 2, dtype=dtype), upper, **tol)

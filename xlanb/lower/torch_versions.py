@@ -19,9 +19,9 @@ TORCH = release(torch.__version__)[:2]
 # strides.
 SOLVE_FACTORS_CONTIGUOUS_TRANSPOSE = TORCH < (2, 11)
 
-# torch >= 2.15: softshrink rounds lambd to the input's dtype before comparing and subtracting (a
+# torch >= 2.14: softshrink rounds lambd to the input's dtype before comparing and subtracting (a
 # bfloat16 0.1 is 0.10010, so softshrink(0.1001, 0.1) is 0); before, it compared in float32
-SOFTSHRINK_LAMBDA_IN_INPUT_DTYPE = TORCH >= (2, 15)
+SOFTSHRINK_LAMBDA_IN_INPUT_DTYPE = TORCH >= (2, 14)
 
 
 def float32_matmul_precision() -> str:

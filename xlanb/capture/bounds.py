@@ -60,16 +60,18 @@ _OPS = {
 
 def known_values(i) -> np.ndarray | None:
     """An index's values when reading them costs no device work: a CPU tensor, or a computed
-    xla tensor whose buffer is ready in host memory (the CPU platform)."""
+    xla tensor whose buffer is in host memory (the CPU platform). A small buffer still in flight
+    there (an upload JAX copies asynchronously) is waited for: which way an index is checked
+    decides the graph, and must not depend on the timing of a copy (a recompile would)."""
     if type(i) is not LazyTensor:
         return i.numpy() if i.device.type == "cpu" and i.numel() <= _MAX_READ * 256 else None
     node = i._node
     if node is None or node.buffer is None or i.numel() > _MAX_READ:
         return None
     buf = node.buffer
-    if not buf.is_ready() or any(dev.platform != "cpu" for dev in buf.devices()):
+    if any(dev.platform != "cpu" for dev in buf.devices()):
         return None
-    return np.asarray(buf)
+    return np.asarray(buf)          # waits for it when it is not ready
 
 
 def check(i, lo: int, hi: int, errors) -> None:

@@ -33,7 +33,8 @@ MATRIX = os.path.join(ROOT, "build", "matrix")
 OLDEST = ("3.11", "2.9.0", "0.10.2")
 NEWEST = ("3.12", "2.15.0", "0.12.0.1")
 ALL = [OLDEST, ("3.11", "2.10.0", "0.10.2"), ("3.11", "2.11.0", "0.10.2"), ("3.11", "2.12.0", "0.10.2"),
-       ("3.11", "2.13.0", "0.10.2"), ("3.11", "2.14.1", "0.10.2"), ("3.12", "2.13.0", "0.12.0.1"), NEWEST]
+       ("3.11", "2.13.0", "0.10.2"), ("3.11", "2.14.1", "0.10.2"), ("3.12", "2.13.0", "0.12.0.1"), NEWEST,
+       ("3.13", "2.15.0", "0.12.0.1")]
 
 # What each run takes beside torch and jax: the test tools, the kernel for the notebook test,
 # transformers for the HF model test (the newest that installs beside that torch), matplotlib for

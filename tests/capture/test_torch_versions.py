@@ -64,3 +64,16 @@ def test_float64_on_a_tpu_is_named_at_the_op(monkeypatch):
     with warnings.catch_warnings():
         warnings.simplefilter("error")               # on this machine's platform, float64 is native
         assert torch.ones(2, dtype=torch.float64, device="xla").sum().item() == 2.0
+
+
+def test_a_float_index_is_refused_at_the_op_with_cpus_error():
+    """torch 2.9's meta kernel of embedding takes float ids; CPU refuses them, and so does xla, at the op."""
+    weight = torch.randn(10, 3)
+    ids = torch.rand(2, 4)
+    with pytest.raises(RuntimeError) as cpu:
+        torch.nn.functional.embedding(ids, weight)
+    with pytest.raises(RuntimeError) as xla:
+        torch.nn.functional.embedding(ids.to("xla"), weight.to("xla"))
+    assert str(xla.value) == str(cpu.value)
+    x = torch.ones(3, device="xla") * 2                # nothing left pending to fail the next sync
+    assert x.cpu().tolist() == [2.0, 2.0, 2.0]

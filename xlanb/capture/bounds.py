@@ -223,6 +223,10 @@ def bounded(name: str):
                 args[index_pos] if len(args) > index_pos else None)
             if isinstance(i, torch.Tensor) and isinstance(args[0], torch.Tensor):
                 x = args[0]
+                if i.is_floating_point() or i.is_complex():
+                    # CPU refuses a non-integer index; some meta kernels do not (embedding on torch 2.9)
+                    from xlanb.capture.record import raise_cpu_error
+                    raise_cpu_error(func, args, kwargs or {})
                 if dim_pos is None:
                     size, dim = x.numel(), 0
                 elif name == "embedding":

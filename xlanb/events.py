@@ -369,6 +369,40 @@ class NotReplayable(Event):
     reason: str
 
 
+@dataclasses.dataclass(frozen=True)
+class CompareRow:
+    """One op of an `xlanb.compare()` region, its xla outputs against its CPU twin's.
+
+    `status`: "ok" (within tolerance), "introduced" (its inputs agreed, its outputs differ: the
+    divergence starts here) or "inherited" (an input already differed). `location` is the user's
+    "file.py:LINE" ("" when unknown), `module` the dotted path of the module whose forward ran it."""
+    index: int              # program order within the region
+    op: str                 # str(OpOverload): "aten.gelu.default", "mylib.myop.default"
+    location: str
+    module: str
+    phase: str              # "forward" | "backward"
+    status: str
+    max_abs: float
+    max_rel: float
+    shape: tuple = ()       # the first output's shape
+    dtype: str = ""         # the first output's dtype, "float32"
+
+
+@dataclasses.dataclass(frozen=True)
+class Compared(Event):
+    """An `xlanb.compare()` region ended: every op compared with its CPU twin, in program order.
+    `first` indexes `rows` (the first divergence) or is None; `skipped` ops were not compared
+    (random ops, ops the CPU cannot run: their twins took the xla values); `hint` names a likely
+    cause (a matmul or convolution under reduced precision), or is ""."""
+    rows: tuple[CompareRow, ...]
+    first: int | None
+    rtol: float | None
+    atol: float | None
+    skipped: int = 0
+    precision: str = "highest"      # torch.get_float32_matmul_precision() in force
+    hint: str = ""
+
+
 class EventLog:
     """An append-only, bounded log with synchronous listeners."""
 

@@ -20,6 +20,7 @@ _requirements.check(_torch.__version__, _jax.__version__)
 
 from xlanb import debug, hooks, metrics
 from xlanb.capture import install as _install_capture
+from xlanb.capture.compare import compare
 from xlanb.capture.modes import compile, eager_mode, eager_mode_context, is_eager_mode
 from xlanb.capture.realize import sync
 from xlanb.capture.rng import manual_seed
@@ -29,7 +30,7 @@ from xlanb.state import Runtime, runtime_state
 
 __version__ = "0.1.0"
 __all__ = [
-    "device", "sync", "wait", "compile", "eager_mode", "is_eager_mode", "eager_mode_context",
+    "device", "sync", "wait", "compile", "compare", "eager_mode", "is_eager_mode", "eager_mode_context",
     "manual_seed", "metrics", "debug", "hooks", "runtime_state", "reset", "Runtime", "__version__", "DeviceLoader",
 ]
 

@@ -183,6 +183,10 @@ class Runtime:
         self.metrics: dict[str, list] = {}     # name -> [count, total, samples[(wall_s, value)]]
         self.fallback_counters: set[str] = set()
         self.faults: dict[str, str] = {}       # test-only: stage -> kind, raised once there (inject_fault)
+        # capture.compare: the open xlanb.compare() region, and the nodes whose buffers it reads at its
+        # end (never donated while it is open)
+        self.comparing = None
+        self.kept: set = set()
 
     # --- the public surface ------------------------------------------------------------
     @property

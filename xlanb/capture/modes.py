@@ -65,6 +65,7 @@ class CompileScope:
     """One traced call of a compiled function (also the context-manager form)."""
 
     device_checks = True          # index bounds may be checked in the graph (not in a replayed function's trace)
+    replay = False                # a replayed function's traced call
 
     def __init__(self, name: str, full_graph: bool, detector: Detector | None):
         self.name, self.full_graph, self.detector = name, full_graph, detector

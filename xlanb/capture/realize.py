@@ -70,7 +70,8 @@ def donating(graph):
     """`graph` donating the buffers of its inputs that in-place writes overwrote (their old values
     are read by this graph only)."""
     overwritten = _rt.overwritten
-    positions = tuple(i for i, n in enumerate(graph.inputs) if n in overwritten)
+    kept = _rt.kept                  # values an open xlanb.compare() region still reads
+    positions = tuple(i for i, n in enumerate(graph.inputs) if n in overwritten and n not in kept)
     return graph.with_donation(positions) if positions else graph
 
 

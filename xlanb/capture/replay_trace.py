@@ -88,6 +88,7 @@ def trace_call(fn, args, kwargs, name: str, full_graph: bool, detector, whole_he
     _state(trace, args, kwargs, fn)
     scope = CompileScope(name, full_graph, detector)
     scope.device_checks = False      # a check left in the graph would be a tensor the call made and kept
+    scope.replay = True              # xlanb.compare() refuses to open inside it
     scope.__enter__()
     watcher = _Watcher(trace)
     try:

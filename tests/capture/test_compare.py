@@ -288,3 +288,16 @@ def test_tolerances_are_the_users():
     with xlanb.compare(rtol=0.1, atol=0.1) as cmp:
         net(x).sum()
     assert cmp.ok, cmp.table()
+
+
+def test_torch_compile_inside_compare_is_refused():
+    pytest.importorskip("torch._dynamo")
+    import xlanb.dynamo  # noqa: F401  (registers the backend)
+    lin = torch.nn.Linear(4, 2).to("xla")
+    fn = torch.compile(lambda x: torch.relu(lin(x)).sum(), backend="xlanb")
+    x = torch.randn(3, 4).to("xla")
+    with pytest.raises(CompareError, match="torch.compile"):
+        with xlanb.compare():
+            fn(x)
+    assert xlanb.runtime_state().comparing is None
+    assert fn(x).cpu() == torch.relu(lin(x)).sum().cpu()

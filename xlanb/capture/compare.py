@@ -98,6 +98,7 @@ class Comparison:
         self._writer: dict[int, int] = {}         # id(holder) -> index of the op that last wrote it
         self._origin: dict[int, str] = {}         # autograd sequence number -> forward op's location
         self._depth = 0
+        self._refused = ""
         self._open = False
         self._saved = None
 
@@ -165,11 +166,21 @@ class Comparison:
         if exc_type is not None:
             self._forget()
             return False
+        if self._refused:
+            self._forget()
+            raise CompareError(self._refused)
         try:
             self._finish()
         finally:
             self._forget()
         return False
+
+    def refuse(self, why: str) -> None:
+        """Something ran in the region that compare cannot watch: raised now, or at the region's end
+        when it happens inside the autograd engine (nothing may raise there)."""
+        if _in_backward() == -1:
+            raise CompareError(why)
+        self._refused = self._refused or why
 
     def _close(self) -> None:
         self._open = False

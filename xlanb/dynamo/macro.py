@@ -53,6 +53,10 @@ class ProgramCall:
     def __call__(self, *args):
         args = _boxed(args)
         program = self.program
+        if _rt.comparing is not None:
+            _rt.comparing.refuse(f"a torch.compile'd graph ({program.name}) ran inside xlanb.compare(): it runs as "
+                                 "one program, not op by op, so its ops cannot be compared. Call the uncompiled "
+                                 "function inside compare() (its ops are the same)")
         self.calls += 1
         operands = []
         for a in args:

@@ -92,7 +92,8 @@ def lines_text(lines) -> str:
 class Change:
     """One ingredient of a graph's cache key that differs from the graph compared with."""
     kind: str              # "input", "inputs", "op", "operands", "constant", "shape", "scalar", "scalars",
-                           # "outputs", "donation", "sharding", "shardings", "evicted", "cleared", "growth" (a hint)
+                           # "outputs", "donation", "sharding", "shardings", "precision", "evicted", "cleared",
+                           # "growth" (a hint)
     index: int
     before: str
     after: str
@@ -118,6 +119,8 @@ class Change:
             return f"and the sharding of {self.after}"
         if self.kind == "donation":
             return f"donation changed: {self.before} -> {self.after}"
+        if self.kind == "precision":
+            return f"matmul precision {self.before!r} -> {self.after!r} (torch.set_float32_matmul_precision)"
         if self.kind == "evicted":
             return f"the same graph was evicted from the cache ({self.after})"
         if self.kind == "growth":      # location holds the dim that grows
@@ -181,6 +184,7 @@ class Compile(Event):
     memory: tuple[tuple[str, int], ...] = ()       # XLA's memory analysis, (name, bytes) pairs
     # XLA's cost analysis of each fusion: (name, flops, transcendentals, bytes accessed)
     fusion_costs: tuple[tuple[str, float, float, float], ...] = ()
+    matmul_precision: str = "highest"     # torch's float32 matmul precision the graph was lowered at
 
 
 @dataclasses.dataclass(frozen=True)

@@ -27,6 +27,7 @@ def test_env_reports_platform_versions_cache_extension_and_colab(cell):
     assert f"platform: {device.platform}, {len(jax.devices())} device" in text
     assert f"torch {torch.__version__}" in text and f"jax {jax.__version__}" in text and "jaxlib " in text
     assert "(no libtpu)" in text and "compatible: yes" in text
+    assert "float32 matmul precision: highest (XLA HIGHEST; torch.set_float32_matmul_precision changes it)" in text
     assert f"compilation cache: {config().cache_dir}" in text
     assert "JupyterLab extension: enabled" in text and "Colab: no" in text
     assert "config: cache_size=" in text and "memory_warning=" in text
@@ -43,6 +44,18 @@ def test_env_says_what_to_do_when_the_extension_is_missing(monkeypatch):
     assert any(p.startswith("the JupyterLab extension is not installed: install xlanb from its wheel")
                for p in env.problems)
     assert "problems:\n  - the JupyterLab extension is not installed" in envmod.environment_text(env)
+
+
+def test_env_shows_the_matmul_precision_in_force_in_jax_words_too():
+    from xlanb.notebook import environment as envmod
+    before = torch.get_float32_matmul_precision()
+    try:
+        torch.set_float32_matmul_precision("medium")
+        env = envmod.environment()
+    finally:
+        torch.set_float32_matmul_precision(before)
+    assert env.matmul_precision == "medium"
+    assert "float32 matmul precision: medium (XLA DEFAULT;" in envmod.environment_text(env)
 
 
 def test_env_flags_an_old_jaxlib(monkeypatch):

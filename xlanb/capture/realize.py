@@ -24,6 +24,7 @@ from xlanb.capture.tensor import (LazyTensor, base_node, holder_node, new_tensor
                                   view_chain, write)
 from xlanb.ir.graph import build_graph, graph_lines
 from xlanb.ir.node import Node, data_node
+from xlanb.ir.precision import matmul_precision
 from xlanb.lower.fallback import host_dispatch
 from xlanb.runtime import executor
 from xlanb.runtime.transfer import download, upload
@@ -130,7 +131,8 @@ def sync_eager(mark: int, name: str) -> None:
 # op and input types are the same. The first time, it is recorded and run like any op and the
 # graph's CacheKey is remembered under (op, input types); after that, the executable is looked
 # up by that key (so the LRU, its bound and its counters stay exact) and called on the input
-# buffers directly: no node, no graph walk, no key built.
+# buffers directly: no node, no graph walk, no key built. A key built under another float32 matmul
+# precision takes the slow path, which compiles (or finds) the op at the one in force now.
 
 _F64, _I64 = np.dtype(np.float64), np.dtype(np.int64)
 _SINGLE = SingleDeviceSharding
@@ -139,7 +141,7 @@ _SINGLE = SingleDeviceSharding
 def eager_replay(fast_key, name: str, meta, buffers: tuple, scalar) -> LazyTensor | None:
     """The op's result if it ran before with these input types (None: take the slow path)."""
     key = _rt.eager_ops.get(fast_key)
-    if key is None:
+    if key is None or key.matmul_precision != matmul_precision():
         return None
     several = _rt.several_devices
     if several or (several is None and _rt.count_devices()):

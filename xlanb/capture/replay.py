@@ -31,6 +31,7 @@ from xlanb.capture.replay_trace import (ARG, ARG_PATH, GRAD, HOLDER, REBIND_PATH
                                         trace_call)
 from xlanb.capture.tensor import LazyTensor, Storage, new_tensor, new_view, tensor_meta
 from xlanb.ir.node import data_node
+from xlanb.ir.precision import matmul_precision
 from xlanb.runtime import executor, partition
 from xlanb.state import emit, runtime_state
 
@@ -233,6 +234,8 @@ def guard(plan: Trace, args, kwargs) -> str | None:
     if torch.is_autocast_enabled("cpu") is not plan.autocast or torch.is_autocast_enabled(
             _rt.device.type) is not plan.autocast_xla:
         return "autocast changed"
+    if plan.key is not None and plan.key.matmul_precision != matmul_precision():
+        return f"float32 matmul precision {plan.key.matmul_precision!r} -> {matmul_precision()!r}"
     if _rt.rng is not plan.rng:
         return "the random-number state was replaced (xlanb.reset(), or the first random op)"
     if len(args) != len(plan.args) or (kwargs.keys() != plan.kwarg_names):

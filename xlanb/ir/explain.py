@@ -3,8 +3,8 @@
 The CacheKey (ir/graph.py) is a record of named ingredients; a miss is explained by the
 ingredients that differ: an input's shape, dtype or layout, an op, its constants, its
 output shape or its operand wiring, the outputs, the lifted scalars' kinds, the donated
-inputs, the shardings. A key equal to an earlier one was evicted from the in-memory cache
-(or the cache was cleared): that, and only that, is said so.
+inputs, the shardings, the float32 matmul precision. A key equal to an earlier one was
+evicted from the in-memory cache (or the cache was cleared): that, and only that, is said so.
 """
 
 from __future__ import annotations
@@ -148,6 +148,8 @@ def diff(before: CacheKey, after: CacheKey, graph: Graph | None = None) -> list[
         changes.append(Change("donation", 0, f"{len(before.recycled)} buffers recycled",
                               f"{len(after.recycled)} buffers recycled (a replayed step's previous gradients)"))
     changes += _sharding_changes(before, after)
+    if before.matmul_precision != after.matmul_precision:
+        changes.append(Change("precision", 0, before.matmul_precision, after.matmul_precision))
     if not changes and before == after:
         if _rt.cache.was_cleared(after):
             changes.append(Change("cleared", 0, "", "the in-memory cache was cleared since"))
@@ -232,4 +234,5 @@ def _distance(a: CacheKey, b: CacheKey) -> int:
     d = 0
     for x, y in ((_inputs(a), _inputs(b)), (_ops(a), _ops(b))):
         d += sum(p != q for p, q in zip(x, y)) + abs(len(x) - len(y))
-    return d + (a.donate != b.donate) + (a.roots != b.roots) + (a.shardings != b.shardings)
+    return (d + (a.donate != b.donate) + (a.roots != b.roots) + (a.shardings != b.shardings)
+            + (a.matmul_precision != b.matmul_precision))

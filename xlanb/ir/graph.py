@@ -17,6 +17,8 @@ and by the recompile explainer (ir/explain.py), so every miss can name what chan
            that outputs of the same shape and dtype are written into them (a replayed step hands
            its previous gradients back: runtime/executor.py)
   shardings  one ShardingKey per input (ir/sharding.py), empty when every input is on one device
+  matmul_precision  torch.get_float32_matmul_precision() when the graph was built: the lowering gives
+           float32 dots and convolutions the XLA precision it maps to (ir/precision.py)
 Keys compare exactly, so a hash collision can never pick the wrong executable.
 """
 
@@ -28,6 +30,7 @@ import os
 
 from xlanb.events import IrLine, lines_text
 from xlanb.ir.node import Node, Scalar, meta_text
+from xlanb.ir.precision import DEFAULT, matmul_precision
 from xlanb.ir.sharding import input_shardings
 
 
@@ -40,6 +43,7 @@ class CacheKey:
     donate: tuple[int, ...] = ()
     shardings: tuple = ()
     recycled: tuple = ()
+    matmul_precision: str = DEFAULT
 
     def digest(self) -> str:
         """A short id for reports (stable within a process; never used for lookups)."""
@@ -127,7 +131,7 @@ def build_graph(roots: list[Node], name: str) -> Graph:
         scalar_slot[id(s)] = slot
         uses.append(slot)
     key = CacheKey(tuple(entries), tuple(index[r] for r in roots), tuple(type(s.value) for s in distinct), tuple(uses),
-                   shardings=input_shardings(inputs))
+                   shardings=input_shardings(inputs), matmul_precision=matmul_precision())
     return Graph(name=name, order=order, inputs=inputs, scalars=distinct, roots=list(roots), key=key,
                  scalar_slot=scalar_slot)
 

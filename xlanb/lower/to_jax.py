@@ -21,6 +21,7 @@ from xlanb.ir.graph import Graph, location_text
 from xlanb.ir.node import Meta, Node, Scalar
 from xlanb.lower import fallback
 from xlanb.lower.dtypes import to_jax_dtype
+from xlanb.lower.precision import current_precision, lowering_precision
 from xlanb.lower.registry import Rule, lookup
 from xlanb.lower.tree import join, split
 
@@ -170,6 +171,7 @@ def build_function(graph: Graph):
     root_pos = [index[r] for r in graph.roots]
     n_inputs, n_floats, n_ints = len(input_pos), len(floats), len(ints)
     size = len(graph.order)
+    matmul_precision = graph.key.matmul_precision     # the key's, not torch's setting when fn is traced
 
     def fn(*arrays):
         env = [None] * size
@@ -183,8 +185,9 @@ def build_function(graph: Graph):
         if n_ints:
             ivec = rest[0]
             scalars["i"] = [_convert_element_type(ivec[j], _I64, weak_type=True) for j in range(n_ints)]
-        for st in steps:
-            env[st.pos] = run_step(st, env, scalars)
+        with lowering_precision(matmul_precision):
+            for st in steps:
+                env[st.pos] = run_step(st, env, scalars)
         return tuple(env[p] for p in root_pos)
 
     return fn, floats, ints
@@ -250,6 +253,7 @@ def _apply_rule(st: Step, args, kwargs):
 # avals, constants, output metas) is traced once, and every later node of that kind replays the
 # jaxpr's primitives (a few us each). A memo of pure functions, bounded: a jaxpr may hold the
 # constants its rule made (an arange, a mask), so the memo starts over past RULE_JAXPRS entries.
+# The graph's matmul precision is part of the memo's key: a dot traced at one is not another's.
 RULE_JAXPRS = 4096
 _RULE_JAXPRS: dict = {}
 
@@ -257,7 +261,8 @@ _RULE_JAXPRS: dict = {}
 def _traced_once(st: Step, args, kwargs):
     leaves: list = []
     skeleton = split((args, kwargs), leaves)
-    key = (st.rule.fn, st.name, st.meta, skeleton, tuple(jax.typeof(leaf) for leaf in leaves))
+    key = (st.rule.fn, st.name, st.meta, skeleton, tuple(jax.typeof(leaf) for leaf in leaves),
+           current_precision())
     try:
         entry = _RULE_JAXPRS.get(key)
     except TypeError:                      # an unhashable constant: trace this node as it is

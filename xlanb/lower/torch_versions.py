@@ -4,11 +4,10 @@ give the installed torch's answer, since torch's own backward formulas read thes
 
 from __future__ import annotations
 
-import warnings
-
 import torch
 
 from xlanb._requirements import release
+from xlanb.ir.precision import matmul_precision
 
 TORCH = release(torch.__version__)[:2]
 
@@ -24,12 +23,5 @@ SOLVE_FACTORS_CONTIGUOUS_TRANSPOSE = TORCH < (2, 11)
 SOFTSHRINK_LAMBDA_IN_INPUT_DTYPE = TORCH >= (2, 14)
 
 
-def float32_matmul_precision() -> str:
-    """torch.get_float32_matmul_precision(). torch 2.9 answers it with a UserWarning about its new
-    TF32 settings (once per process, from its C++), which a user who never asked would see at
-    their first matmul: read without it there."""
-    if TORCH >= (2, 10):
-        return torch.get_float32_matmul_precision()
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", UserWarning)
-        return torch.get_float32_matmul_precision()
+# torch.get_float32_matmul_precision(), read where graphs are built (it is part of their key)
+float32_matmul_precision = matmul_precision

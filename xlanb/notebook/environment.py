@@ -1,5 +1,6 @@
-"""What `%xla_env` reports: platform, devices, versions and whether they fit, the config, the
-compilation cache, the JupyterLab extension, Colab, and what to do about anything wrong."""
+"""What `%xla_env` reports: platform, devices, versions and whether they fit, the float32 matmul
+precision in force, the config, the compilation cache, the JupyterLab extension, Colab, and what to do
+about anything wrong."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import sys
 from xlanb._config import config
 from xlanb._requirements import JAX_MIN, TORCH_MIN, release
 from xlanb._requirements import installed as _version
+from xlanb.ir.precision import matmul_precision, xla_precision
 
 MIN_TORCH, MIN_JAX = TORCH_MIN, JAX_MIN
 EXTENSION = "xlanb-lab"
@@ -68,6 +70,7 @@ class Environment:
     extension_path: str
     colab: bool
     problems: tuple[str, ...]          # what is wrong, each with what to do
+    matmul_precision: str = "highest"  # torch.get_float32_matmul_precision(): float32 dots and convolutions
 
     @property
     def ok(self) -> bool:
@@ -117,7 +120,7 @@ def environment() -> Environment:
     cache_dir = cfg.cache_dir
     files, size = _dir_size(cache_dir) if cfg.persistent_cache and os.path.isdir(cache_dir) else (0, 0)
     return Environment(platform, kind, count, versions, dataclasses.asdict(cfg), cache_dir, files, size,
-                       installed, enabled, where, colab, tuple(problems))
+                       installed, enabled, where, colab, tuple(problems), matmul_precision())
 
 
 def environment_text(env: Environment) -> str:
@@ -130,6 +133,8 @@ def environment_text(env: Environment) -> str:
         "versions: " + ", ".join(f"{k} {val}" for k, val in v.items() if val) +
         ("" if v.get("libtpu") else " (no libtpu)"),
         "compatible: " + ("yes" if not any("older" in p for p in env.problems) else "no"),
+        f"float32 matmul precision: {env.matmul_precision} (XLA {xla_precision(env.matmul_precision)}; "
+        "torch.set_float32_matmul_precision changes it)",
         f"compilation cache: {env.cache_dir} ({env.cache_files} files, {format_bytes(env.cache_bytes)})"
         + ("" if env.config.get("persistent_cache") else " (off)"),
         "JupyterLab extension: " + (("enabled" if env.extension_enabled else "disabled") + f" ({env.extension_path})"

@@ -11,8 +11,8 @@ import html
 from xlanb.report.format import format_bytes, format_call_ms, format_ms, plural, tensors_text
 from xlanb.report.hlo import highlight
 from xlanb.report.insight import failure_html, fusions_html, link_fusions, memory_html, modules_html
-from xlanb.report.text import (eager_line, fallback_line, forced_line, marked_ir_text, pending_line, replay_summary,
-                               summary_line)
+from xlanb.report.text import (eager_line, fallback_line, forced_line, marked_ir_text, pending_line, precision_note,
+                               replay_summary, summary_line)
 
 CSS = """
 .xlanb-report{font-family:var(--jp-ui-font-family,system-ui,sans-serif);font-size:13px;
@@ -156,7 +156,7 @@ def _graph_details(g, r) -> str:
             tables += "<b>memory analysis</b>" + _kv_table(g.memory, lambda k, v: format_bytes(int(v)))
         parts.append(_details("Cost and memory", tables))
     summary = (f"graph <b>{_e(g.name)}</b> <code>[{_e(g.key[:8])}]</code> {plural(g.nodes, 'op')}, "
-               f"compile {format_ms(g.lower_ms + g.compile_ms)}")
+               f"compile {format_ms(g.lower_ms + g.compile_ms)}{_e(precision_note(g))}")
     return _details(summary, "".join(parts), cls="x-graph")
 
 

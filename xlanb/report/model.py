@@ -126,6 +126,7 @@ class GraphSection:
     memory: dict | None = None
     modules: Any = None          # report.modules.ModuleView, when module scopes were recorded (1.2)
     fusions: tuple = ()          # report.fusions.Fusion of the optimized HLO (1.2)
+    matmul_precision: str = "highest"    # torch's float32 matmul precision it was lowered at (text, HTML)
 
     def to_json(self) -> dict:
         return {

@@ -48,7 +48,12 @@ def graph_line(g) -> str:
     runs = f", ran {g.executions}x ({format_ms(g.execute_ms)})" if g.executions else ", not run yet"
     return (f"graph {g.name} [{g.key[:8]}] {plural(g.nodes, 'op')}, in: {tensors_text(g.inputs)}, "
             f"out: {tensors_text(g.outputs)}; lower {format_ms(g.lower_ms)}, compile {format_ms(g.compile_ms)}"
-            f"{cache}{runs}; {g.cause}{at_where(g.where)}")
+            f"{cache}{precision_note(g)}{runs}; {g.cause}{at_where(g.where)}")
+
+
+def precision_note(g) -> str:
+    """`, matmul precision: medium` when torch's float32 matmul precision was not its default."""
+    return "" if g.matmul_precision == "highest" else f", matmul precision: {g.matmul_precision}"
 
 
 def _indent(text: str, prefix: str) -> list[str]:

@@ -104,7 +104,8 @@ def compile_graph(graph: Graph, *, eager: bool, cause: str = "", frames=()) -> C
         scalars=len(graph.scalars), lower_ns=lowered_at - start, compile_ns=done - lowered_at,
         persistent_hit=persistent_cache.hits() > hits, cause=cause, frames=tuple(frames),
         fallback_ops=tuple(sorted({n.name for n in graph.order if n.buffer is None and not has_rule(n.name)})),
-        recompile=explain(graph, frames), ir=graph_lines(graph), **texts))
+        recompile=explain(graph, frames), ir=graph_lines(graph), matmul_precision=graph.key.matmul_precision,
+        **texts))
     if lowered.mesh is not None:
         emit(partition.partition_event(graph, compiled, lowered.mesh))
     return compiled

@@ -35,6 +35,7 @@ from xlanb._requirements import installed, release
 from xlanb.capture.modes import compile as xla_compile
 from xlanb.capture.modes import eager_mode_context
 from xlanb.capture.realize import raise_deferred, sync
+from xlanb.ir.precision import xla_precision
 from xlanb.lower.torch_versions import float32_matmul_precision
 from xlanb.report.format import format_bytes, format_ms
 from xlanb.selfcheck import workloads as W
@@ -77,7 +78,7 @@ def _xla_device() -> torch.device:
 
 def _jax_precision() -> str:
     """The matmul precision xlanb gives float32 products (torch's setting), in JAX's words."""
-    return {"highest": "highest", "high": "high", "medium": "default"}[float32_matmul_precision()]
+    return xla_precision(float32_matmul_precision()).lower()
 
 
 def _precision_advice() -> str:
@@ -89,8 +90,8 @@ def _precision_advice() -> str:
                 f"differs: {find}")
     return (f"torch.get_float32_matmul_precision() is {now!r}, which xlanb maps to XLA's dot precision: 'high' and "
             "'medium' are 3 and 1 bfloat16 passes on a TPU, TF32 on an A100/H100. Call "
-            "torch.set_float32_matmul_precision('highest') at the start of a fresh Python, before the first xla "
-            f"op (xlanb reads it when it first lowers an op); if the numbers still differ, {find}")
+            "torch.set_float32_matmul_precision('highest') (xlanb reads it at each graph it builds: graphs compile "
+            f"again at the new precision); if the numbers still differ, {find}")
 
 
 def _replay_reasons(events_since: list) -> list[str]:

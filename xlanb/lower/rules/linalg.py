@@ -1,8 +1,8 @@
 """Lowering rules: linalg (matrix products, factorizations, solves).
 
 Matrix products of float16/bfloat16 accumulate in float32 (as torch's kernels do);
-float32 products follow `torch.get_float32_matmul_precision()` (read at trace time);
-float64 and integer products are exact. Factorizations follow LAPACK's conventions, as
+float32 products take the XLA precision of the graph's `matmul_precision` (torch's setting when
+the graph was built: lower/precision.py); float64 and integer products are exact. Factorizations follow LAPACK's conventions, as
 torch's do: pivots are 1-based int32, `info` is int32 and 0 on success.
 """
 
@@ -15,11 +15,11 @@ import torch
 from jax import lax
 
 from xlanb.lower.dtypes import to_jax_dtype
-from xlanb.lower.torch_versions import SOLVE_FACTORS_CONTIGUOUS_TRANSPOSE, float32_matmul_precision
+from xlanb.lower.precision import dot_precision
+from xlanb.lower.torch_versions import SOLVE_FACTORS_CONTIGUOUS_TRANSPOSE
 from xlanb.lower.registry import lowers
 
 _HALF = (np.dtype(jnp.float16), np.dtype(jnp.bfloat16))
-_PRECISION = {"highest": lax.Precision.HIGHEST, "high": lax.Precision.HIGH, "medium": lax.Precision.DEFAULT}
 
 
 # Helpers --------------------------------------------------------------------------------
@@ -37,12 +37,6 @@ def _acc_dtype(*xs):
     return np.dtype(np.float32) if dt in _HALF else dt
 
 
-def _precision(dt):
-    if jnp.issubdtype(dt, jnp.inexact) and dt not in _HALF:
-        return _PRECISION.get(float32_matmul_precision(), lax.Precision.HIGHEST)
-    return None
-
-
 def _einsum(spec, a, b):
     """einsum in torch's precision: float32 accumulation for half types."""
     dt = np.dtype(jnp.result_type(a, b))
@@ -50,14 +44,14 @@ def _einsum(spec, a, b):
         return jnp.einsum(spec, a, b, preferred_element_type=jnp.float32)
     if dt == np.dtype(np.bool_):
         return jnp.einsum(spec, a.astype(jnp.int32), b.astype(jnp.int32)) != 0
-    return jnp.einsum(spec, a, b, precision=_precision(dt))
+    return jnp.einsum(spec, a, b, precision=dot_precision(dt))
 
 
 def _matmul(a, b):
     dt = np.dtype(jnp.result_type(a, b))
     if dt in _HALF:
         return jnp.matmul(a, b, preferred_element_type=jnp.float32)
-    return jnp.matmul(a, b, precision=_precision(dt))
+    return jnp.matmul(a, b, precision=dot_precision(dt))
 
 
 def _scale_add(self, prod, beta, alpha):

@@ -6,6 +6,7 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
+from xlanb.lower.precision import dot_precision
 from xlanb.lower.registry import lowers
 from xlanb.lower.rules.autodiff import grad_at
 
@@ -30,10 +31,11 @@ def _compute_dtype(x):
 
 
 def _precision_kw(x, w) -> dict:
-    """torch's precision: half types accumulate in float32 (one rounding at the end)."""
+    """torch's precision: half types accumulate in float32 (one rounding at the end); float32
+    follows the graph's matmul precision, as products do (lower/precision.py)."""
     if x.dtype in (jnp.bfloat16, jnp.float16) or w.dtype in (jnp.bfloat16, jnp.float16):
         return {"preferred_element_type": jnp.float32}
-    return {}
+    return {"precision": dot_precision(jnp.result_type(x, w))}
 
 
 def _conv(x, w, bias, stride, padding, dilation, transposed, output_padding, groups):

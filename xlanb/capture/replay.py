@@ -97,11 +97,11 @@ class ReplayedFunction:
 
     # --- a call ----------------------------------------------------------------------
     def __call__(self, *args, **kwargs):
-        self.calls += 1
         if _rt.comparing is not None:
             raise RuntimeError(
                 f"'{self.name}' is compiled with xlanb.compile(replay=True), called inside xlanb.compare(): a replayed "
                 f"call runs no Python ops to compare. Call {self.name}.__wrapped__(...) inside compare() instead")
+        self.calls += 1
         sig = signature(args, kwargs)
         if self.plans:
             recent = self._recent

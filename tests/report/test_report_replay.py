@@ -56,7 +56,7 @@ def test_five_calls_trace_twice_then_replay_three_times(step):
     assert "  " + replay_line(f) in text.splitlines()
     data = render_json(r)
     jsonschema.validate(data, SCHEMA)
-    assert data["version"] == "1.5" and data["summary"]["replayed"] == 3
+    assert data["version"] == "1.6" and data["summary"]["replayed"] == 3
     (jf,) = data["replay"]["functions"]
     assert (jf["name"], jf["calls"], jf["keys"], jf["misses"], jf["not_replayable"]) == ("step", 3, [g.key], [], [])
     assert data["replay"]["lines"] == [replay_line(f)]

@@ -10,9 +10,10 @@ from xlanb import events as ev
 from xlanb.report.dag import draw_dag
 from xlanb.report.fusions import fusions
 from xlanb.report.modules import module_view
-from xlanb.report.model import (CachedRun, CellReport, EagerOp, EagerSummary, FallbackNote, Forced, GraphSection,
-                                IrText, PendingIR, PendingTensor, Recompile, ReplayedFunction, ReplaySection, Span,
-                                StageText, Summary, Tensor, Timeline, TorchCompile, Transfers, _ms)
+from xlanb.report.model import (CachedRun, CellReport, CompareRegion, CompareSection, EagerOp, EagerSummary,
+                                FallbackNote, Forced, GraphSection, IrText, PendingIR, PendingTensor, Recompile,
+                                ReplayedFunction, ReplaySection, Span, StageText, Summary, Tensor, Timeline,
+                                TorchCompile, Transfers, _ms)
 from xlanb.report.sharding import devices_section
 from xlanb.report.timeline import timeline_svg
 from xlanb.report.where import Cells, Where, location_text, rewrite_locations, user_where
@@ -23,6 +24,7 @@ HLO_LINES = 1500        # HLO lines kept per stage ("on"; "full" keeps all)
 MAX_SPANS = 300         # timeline spans kept (the longest)
 MAX_FORCED = 50         # distinct forced executions listed
 DETAILED_GRAPHS = 20    # graphs per cell with HLO, DAG and analyses (100 in "full"); the rest get a summary
+COMPARE_BEFORE, COMPARE_AFTER = 3, 8    # rows shown around a compare region's first divergence
 
 
 @dataclasses.dataclass(frozen=True)
@@ -215,7 +217,8 @@ def build_report(evs, ctx: CellContext = CellContext(), pending=None, *, failure
         pending=pending, errors=errors,
         timeline=Timeline(spans, omitted, timeline_svg(spans, end_ms) if spans else ""),
         state=dict(ctx.state) if ctx.state is not None else None, torch_compile=_torch_compile(evs, ctx.cells),
-        memory=memory, devices=devices_section(evs), replay=_replay(evs, ctx.cells))
+        memory=memory, devices=devices_section(evs), replay=_replay(evs, ctx.cells),
+        compare=_compare(evs, ctx.cells))
 
 
 def _torch_compile(evs, cells: Cells) -> TorchCompile | None:
@@ -256,6 +259,26 @@ def _replay(evs, cells: Cells) -> ReplaySection | None:
         ReplayedFunction(name, f["calls"], _ms(f["ns"]), tuple(f["keys"]), f["donated"],
                          tuple(f["misses"].items()), tuple(f["not_replayable"].items()))
         for name, f in found.items()))
+
+
+def _compare(evs, cells: Cells) -> CompareSection | None:
+    """One entry per `xlanb.compare()` region (a Compared event), in order."""
+    regions = tuple(_compare_region(e, cells) for e in evs if isinstance(e, ev.Compared))
+    return CompareSection(regions) if regions else None
+
+
+def _compare_region(e: ev.Compared, cells: Cells) -> CompareRegion:
+    """The first divergence and the rows around it, COMPARE_BEFORE before and up to COMPARE_AFTER
+    after (how its error grows); the region's other rows, thousands in a training step, stay out."""
+    def named(row: ev.CompareRow) -> ev.CompareRow:
+        return dataclasses.replace(row, location=location_text(row.location, cells))
+    first, window = None, ()
+    if e.first is not None:
+        first = named(e.rows[e.first])
+        window = tuple(named(r) for r in e.rows[max(0, e.first - COMPARE_BEFORE):e.first + COMPARE_AFTER + 1])
+    return CompareRegion(ops=len(e.rows), skipped=e.skipped, rtol=e.rtol, atol=e.atol, precision=e.precision,
+                         hint=e.hint, differ=sum(r.status != "ok" for r in e.rows), first=first, rows=window,
+                         hidden=len(e.rows) - len(window))
 
 
 def _transfers(evs, direction: str) -> Transfers:

@@ -1,7 +1,7 @@
 """Numbers and lists as the report writes them, shared by text.py and html.py.
 
-labextension/src/dom.ts has the same functions (formatMs, formatBytes, plural, tensorsText),
-so the widget, JupyterLab, the HTML fallback and the text read alike.
+labextension/src/dom.ts has the same functions (formatMs, formatCallMs, formatError, formatBytes,
+plural, tensorsText), so the widget, JupyterLab, the HTML fallback and the text read alike.
 """
 
 from __future__ import annotations
@@ -26,6 +26,15 @@ def format_ms(ms: float) -> str:
 def format_call_ms(ms: float) -> str:
     """A short time per call: `66 \u00b5s` under 0.1 ms, else as format_ms (`0.21 ms`)."""
     return f"{ms * 1000:.0f} \u00b5s" if ms < 0.1 else format_ms(ms)
+
+
+def format_error(x: float) -> str:
+    """An op's error against its CPU twin: `0`, `0.031`, `12.5`, `1.00e-07`, `inf`, `nan`."""
+    if x != x or x in (float("inf"), float("-inf")):
+        return str(x)
+    if x == 0:
+        return "0"
+    return f"{x:.3g}" if 1e-3 <= abs(float(f"{x:.3g}")) < 1e3 else f"{x:.2e}"
 
 
 def format_bytes(n: float) -> str:

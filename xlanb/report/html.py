@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import html
 
-from xlanb.report.format import format_bytes, format_call_ms, format_ms, plural, tensors_text
+from xlanb.report.format import format_bytes, format_call_ms, format_error, format_ms, plural, tensors_text
 from xlanb.report.hlo import highlight
 from xlanb.report.insight import failure_html, fusions_html, link_fusions, memory_html, modules_html
+from xlanb.report.model import COMPARE_COLUMNS
 from xlanb.report.text import (eager_line, fallback_line, forced_line, marked_ir_text, pending_line, precision_note,
                                replay_summary, summary_line)
 
@@ -40,6 +41,7 @@ CSS = """
   overflow:auto;white-space:pre;border-radius:4px}
 .xlanb-report .x-scroll{max-height:480px;max-width:100%;overflow:auto;border:1px solid var(--jp-border-color2,#d0d7de);
   border-radius:4px;background:#fff;padding:4px}
+.xlanb-report tr.x-first td{background:#ffebe9}
 .xlanb-report .x-muted{color:var(--jp-content-font-color2,#57606a)}
 .xlanb-report .h-comment,.xlanb-report .h-meta{color:#8c959f}.xlanb-report .h-string{color:#0a3069}
 .xlanb-report .h-name{color:#953800}.xlanb-report .h-type{color:#116329}.xlanb-report .h-keyword{color:#cf222e;
@@ -188,16 +190,39 @@ def _replay_html(rp) -> str:
                     open_=rp.missed, cls="x-replay-section")
 
 
+def _compare_html(cs) -> str:
+    """Each xlanb.compare() region: one line when its ops agreed; else the first divergence, open,
+    with the rows around it (how the error grows) and the hint."""
+    head = "".join(f"<th>{_e(c)}</th>" for c in COMPARE_COLUMNS)
+    out = []
+    for c in cs.regions:
+        if c.first is None:
+            out.append(f'<p class="x-compare-ok">{_e(c.headline())}</p>')
+            continue
+        rows = "".join(
+            f"<tr{' class=x-first' if r.index == c.first.index else ''}><td class=num>{r.index}</td>"
+            f"<td><code>{_e(r.op)}</code></td><td class=where>{_e(r.location)}</td><td>{_e(r.module)}</td>"
+            f"<td>{_e(r.phase)}</td><td>{_e(r.status)}</td><td class=num>{_e(format_error(r.max_abs))}</td>"
+            f"<td class=num>{_e(format_error(r.max_rel))}</td></tr>" for r in c.rows)
+        hint = f'<p class="x-compare-hint"><b>hint:</b> {_e(c.hint)}</p>' if c.hint else ""
+        out.append(_details(_e(c.headline()), f"<p>{_e(c.detail())}</p><table {_TABLE} class=x-compare><tr>{head}</tr>"
+                            f"{rows}</table>{hint}", open_=True, cls="x-compare-section"))
+    return "".join(out)
+
+
 def render_html(r) -> str:
     """The report as one self-contained HTML fragment."""
     notes = _notes(r)
     body = [notes]
     replay = _replay_html(r.replay) if r.replay is not None else ""
     missed = r.replay is not None and r.replay.missed       # a guard failed: open, like a recompile
+    compare = _compare_html(r.compare) if r.compare is not None else ""
+    diverged = r.compare is not None and r.compare.diverged     # an op differs from the CPU's: open too
     if r.style == "compact":
-        return _wrap(r, notes + _graph_table(r) + replay, open_=bool(notes) or missed)
+        return _wrap(r, notes + _graph_table(r) + replay + compare, open_=bool(notes) or missed or diverged)
     body.append(_graph_table(r))
     body.append(replay)
+    body.append(compare)
     body += [_graph_details(g, r) for g in r.graphs]
     if r.torch_compile is not None:
         lines = r.torch_compile.lines()
@@ -226,7 +251,7 @@ def render_html(r) -> str:
         more = f" ({r.timeline.omitted} short spans not drawn)" if r.timeline.omitted else ""
         body.append(_details(f"timeline{more}", r.timeline.svg))
     named = any(not g.eager for g in r.graphs)
-    return _wrap(r, "".join(body), open_=bool(notes) or named or missed or r.style == "full")
+    return _wrap(r, "".join(body), open_=bool(notes) or named or missed or diverged or r.style == "full")
 
 
 def _wrap(r, body: str, open_: bool) -> str:

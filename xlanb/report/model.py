@@ -9,7 +9,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from xlanb.report.format import format_call_ms, plural
+from xlanb.report.format import format_call_ms, format_error, plural
 from xlanb.report.schema import REPORT_SCHEMA_VERSION
 from xlanb.report.where import Where
 
@@ -393,6 +393,112 @@ class ReplaySection:
         return {"functions": [f.to_json() for f in self.functions], "lines": self.lines()}
 
 
+def tolerance_text(rtol: float | None, atol: float | None) -> str:
+    """`rtol/atol: torch defaults`, `rtol 0.001, atol torch default`, `rtol 0.01, atol 1e-05`."""
+    if rtol is None and atol is None:
+        return "rtol/atol: torch defaults"
+
+    def one(v: float | None) -> str:
+        return "torch default" if v is None else f"{v:g}"
+    return f"rtol {one(rtol)}, atol {one(atol)}"
+
+
+def _finite(x: float) -> float | str:
+    """JSON has no inf or NaN: they travel as the strings "inf" and "nan"."""
+    return x if x == x and abs(x) != float("inf") else str(x)
+
+
+def compare_row_json(row) -> dict:
+    return {"index": row.index, "op": row.op, "location": row.location, "module": row.module, "phase": row.phase,
+            "status": row.status, "max_abs": _finite(row.max_abs), "max_rel": _finite(row.max_rel),
+            "shape": list(row.shape), "dtype": row.dtype}
+
+
+COMPARE_COLUMNS = ("#", "op", "location", "module", "phase", "status", "max abs", "max rel")
+
+
+def compare_table_lines(rows) -> list[str]:
+    """The window of rows as a text table, columns as wide as their longest entry."""
+    cells = [COMPARE_COLUMNS] + [(str(r.index), r.op, r.location, r.module, r.phase, r.status,
+                                  format_error(r.max_abs), format_error(r.max_rel)) for r in rows]
+    widths = [max(len(c[i]) for c in cells) for i in range(len(COMPARE_COLUMNS))]
+    right = (0, 6, 7)              # numbers
+    return ["  ".join(c.rjust(w) if i in right else c.ljust(w) for i, (c, w) in enumerate(zip(row, widths))).rstrip()
+            for row in cells]
+
+
+@dataclasses.dataclass(frozen=True)
+class CompareRegion:
+    """One `xlanb.compare()` region: its ops against their CPU twins (schema 1.6). `rows` is a
+    window around the first divergence (events.CompareRow, locations named for the reader), empty
+    when every op agreed; the region's other rows stay out of the report (`hidden` counts them)."""
+    ops: int                     # ops compared
+    skipped: int                 # ops not compared (random, uninitialized, not runnable on the CPU)
+    rtol: float | None           # None: torch.testing.assert_close's tolerance for each dtype
+    atol: float | None
+    precision: str               # torch's float32 matmul precision in the region
+    hint: str                    # a likely cause of the first divergence, or ""
+    differ: int                  # ops whose outputs differ ("introduced" or "inherited")
+    first: Any = None            # the first divergence (an events.CompareRow), or None
+    rows: tuple = ()
+    hidden: int = 0              # rows not in `rows`
+
+    @property
+    def ok(self) -> bool:
+        return not self.differ and self.first is None
+
+    def headline(self) -> str:
+        """`compare: first divergence at aten.gelu.default, cell line 3 (module 'mlp.act'), forward: ...`."""
+        f, tolerance = self.first, tolerance_text(self.rtol, self.atol)
+        if f is None:
+            skipped = f", {plural(self.skipped, 'op')} not compared" if self.skipped else ""
+            if self.differ:
+                return f"compare: {plural(self.differ, 'op')} of {self.ops} differ ({tolerance}){skipped}"
+            return f"compare: {plural(self.ops, 'op')} within tolerance ({tolerance}){skipped}"
+        at = f", {f.location}" if f.location else ""
+        module = f" (module '{f.module}')" if f.module else ""
+        return (f"compare: first divergence at {f.op}{at}{module}, {f.phase}: max abs {format_error(f.max_abs)}, "
+                f"max rel {format_error(f.max_rel)}")
+
+    def detail(self) -> str:
+        """`214 ops compared (rtol/atol: torch defaults), 41 differ, 3 not compared; ops 9 to 20 shown`."""
+        skipped = f", {self.skipped} not compared" if self.skipped else ""
+        shown = f"; ops {self.rows[0].index} to {self.rows[-1].index} shown" if self.rows and self.hidden else ""
+        return (f"{plural(self.ops, 'op')} compared ({tolerance_text(self.rtol, self.atol)}), {self.differ} differ"
+                f"{skipped}{shown}")
+
+    def lines(self) -> list[str]:
+        if self.first is None:
+            return [self.headline()]
+        out = [self.headline(), "  " + self.detail()] + ["  " + line for line in compare_table_lines(self.rows)]
+        return out + ([f"  hint: {self.hint}"] if self.hint else [])
+
+    def to_json(self) -> dict:
+        rtol, atol = (None if v is None else _finite(v) for v in (self.rtol, self.atol))
+        return {"ok": self.ok, "ops": self.ops, "skipped": self.skipped, "rtol": rtol, "atol": atol,
+                "precision": self.precision, "hint": self.hint, "differ": self.differ,
+                "first": compare_row_json(self.first) if self.first is not None else None,
+                "rows": [compare_row_json(r) for r in self.rows], "hidden": self.hidden,
+                "text": self.headline(), "detail": self.detail(), "lines": self.lines()}
+
+
+@dataclasses.dataclass(frozen=True)
+class CompareSection:
+    """`xlanb.compare()` in the cell, one entry per region, in order (schema 1.6)."""
+    regions: tuple[CompareRegion, ...] = ()
+
+    @property
+    def diverged(self) -> bool:
+        """An op's outputs differed from its CPU twin's: the report opens by itself."""
+        return any(not r.ok for r in self.regions)
+
+    def lines(self) -> list[str]:
+        return [line for r in self.regions for line in r.lines()]
+
+    def to_json(self) -> dict:
+        return {"regions": [r.to_json() for r in self.regions], "lines": self.lines()}
+
+
 @dataclasses.dataclass(frozen=True)
 class CellReport:
     execution_count: int | None
@@ -415,6 +521,7 @@ class CellReport:
     torch_compile: TorchCompile | None = None   # torch.compile(backend="xlanb") in the cell (schema 1.2)
     memory: Any = None           # report.memory.MemoryReport: device memory by variable (1.3)
     replay: ReplaySection | None = None   # xlanb.compile(fn, replay=True) in the cell (schema 1.5)
+    compare: CompareSection | None = None   # xlanb.compare() regions in the cell (schema 1.6)
 
     @property
     def empty(self) -> bool:
@@ -422,7 +529,7 @@ class CellReport:
         s = self.summary
         return not (s.graphs_compiled or s.graphs_executed or s.eager_ops_compiled or s.eager_ops_executed
                     or s.to_device.count or s.from_device.count or s.syncs or self.forced or self.fallbacks
-                    or self.pending or self.errors or self.torch_compile or self.replay)
+                    or self.pending or self.errors or self.torch_compile or self.replay or self.compare)
 
     def to_json(self) -> dict[str, Any]:
         """The data, without its text renderings (report.serialize.render_json adds them)."""
@@ -445,4 +552,5 @@ class CellReport:
             "torch_compile": self.torch_compile.to_json() if self.torch_compile else None,
             "memory": self.memory.to_json() if self.memory else None,
             "replay": self.replay.to_json() if self.replay else None,
+            "compare": self.compare.to_json() if self.compare else None,
         }

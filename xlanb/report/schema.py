@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from xlanb.report.sharding import DEVICES_SCHEMA
 
-REPORT_SCHEMA_VERSION = "1.5"
+REPORT_SCHEMA_VERSION = "1.6"
 MIME_TYPE = "application/vnd.xlanb.report+json"
 
 _where = {"type": ["object", "null"], "required": ["text"], "properties": {
@@ -80,6 +80,27 @@ _replay = {"type": ["object", "null"], "required": ["functions", "lines"], "prop
                                                             "not_replayable": _reasons,
                                                             "lines": {"type": "array",
                                                                       "items": {"type": "string"}}}}},
+    "lines": {"type": "array", "items": {"type": "string"}}}}
+_error = {"anyOf": [{"type": "number", "minimum": 0}, {"enum": ["inf", "nan"]}]}    # JSON has no inf, NaN
+_tol = {"anyOf": [{"type": "number", "minimum": 0}, {"enum": ["inf"]}, {"type": "null"}]}
+_compare_row = {"type": "object", "required": ["index", "op", "location", "module", "phase", "status", "max_abs",
+                                               "max_rel"],
+                "properties": {"index": _count, "op": {"type": "string"}, "location": {"type": "string"},
+                               "module": {"type": "string"}, "phase": {"enum": ["forward", "backward"]},
+                               "status": {"enum": ["ok", "introduced", "inherited"]}, "max_abs": _error,
+                               "max_rel": _error, "shape": {"type": "array", "items": _count},
+                               "dtype": {"type": "string"}}}
+_compare = {"type": ["object", "null"], "required": ["regions", "lines"], "properties": {
+    "regions": {"type": "array", "items": {
+        "type": "object",
+        "required": ["ok", "ops", "skipped", "rtol", "atol", "precision", "hint", "differ", "first", "rows",
+                     "hidden", "text", "lines"],
+        "properties": {"ok": {"type": "boolean"}, "ops": _count, "skipped": _count, "rtol": _tol, "atol": _tol,
+                       "precision": {"type": "string"}, "hint": {"type": "string"}, "differ": _count,
+                       "first": {"anyOf": [_compare_row, {"type": "null"}]},
+                       "rows": {"type": "array", "items": _compare_row}, "hidden": _count,
+                       "text": {"type": "string"}, "detail": {"type": "string"},
+                       "lines": {"type": "array", "items": {"type": "string"}}}}},
     "lines": {"type": "array", "items": {"type": "string"}}}}
 _graph = {"type": "object", "required": ["name", "key", "eager", "cause", "nodes", "inputs", "outputs",
                                           "lower_ms", "compile_ms", "executions", "execute_ms", "ir"],
@@ -171,6 +192,7 @@ SCHEMA: dict = {
             "omitted": _count, "svg": {"type": "string"}}},
         "devices": DEVICES_SCHEMA,
         "replay": _replay,
+        "compare": _compare,
         "text": {"type": "string"},
     },
 }

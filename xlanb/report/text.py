@@ -146,6 +146,8 @@ def render_text(r) -> str:
         out.append(f"  graph {c.name} [{c.key[:8]}] from cache, ran {c.executions}x ({format_ms(c.execute_ms)})")
     if r.replay is not None:
         out += ["  " + line for line in r.replay.lines()]
+    if r.compare is not None:
+        out += ["  " + line for line in r.compare.lines()]
     if r.eager.compiles or r.eager.executions:
         out.append("  " + eager_line(r.eager))
     for f in r.forced:

@@ -47,6 +47,23 @@ export function formatCallMs(ms: number): string {
   return ms < 0.1 ? `${(ms * 1000).toFixed(0)} \u00b5s` : formatMs(ms);
 }
 
+/** An op's error against its CPU twin, as report/format.py's format_error: `0`, `0.031`, `1.00e-07`, `inf`. */
+export function formatError(x: number | string): string {
+  if (typeof x === 'string') {
+    return x; // "inf", "nan": JSON has neither
+  }
+  if (x === 0) {
+    return '0';
+  }
+  const r = Number(x.toPrecision(3));
+  if (Math.abs(r) >= 1e-3 && Math.abs(r) < 1e3) {
+    return String(r);
+  }
+  const [m, e] = x.toExponential(2).split('e');
+  const n = Number(e);
+  return `${m}e${n < 0 ? '-' : '+'}${String(Math.abs(n)).padStart(2, '0')}`;
+}
+
 export function formatBytes(n: number): string {
   const units = ['B', 'KiB', 'MiB', 'GiB'];
   let i = 0;

@@ -11,6 +11,7 @@ import {
   codeBox,
   formatBytes,
   formatCallMs,
+  formatError,
   formatMs,
   h,
   kvTable,
@@ -21,7 +22,7 @@ import {
   tensorsText
 } from './dom';
 import { failureLine, fusionsTable, irPanel, linkFusions, memorySection, modulesPanel } from './insight';
-import { IGraph, IPending, IReason, IReplay, IReport, ITorchCompile, isSupported } from './types';
+import { ICompare, IGraph, IPending, IReason, IReplay, IReport, ITorchCompile, isSupported } from './types';
 
 export interface IRenderOptions {
   /** Output produced in this session; untrusted SVG is shown through <img>. */
@@ -438,6 +439,46 @@ export function replaySection(rp: IReplay): HTMLElement {
   return d;
 }
 
+/**
+ * xlanb.compare(): per region, one line when its ops agreed; else the first divergence (open) with
+ * the rows around it, so the reader sees how the error grows, and the hint; the same facts as
+ * CompareRegion.lines() (xlanb/report/model.py).
+ */
+export function compareSections(c: ICompare): HTMLElement[] {
+  return (c.regions || []).map(region => {
+    if (!region.first) {
+      return h('p', { class: 'xl-compare-ok', text: region.text });
+    }
+    const first = region.first.index;
+    const d = h('details', { class: 'xl-compare', open: true }, h('summary', {}, region.text));
+    if (region.detail) {
+      d.append(h('p', { class: 'xl-compare-detail', text: region.detail }));
+    }
+    const t = table(
+      ['#', 'op', 'location', 'module', 'phase', 'status', 'max abs', 'max rel'],
+      region.rows.map(row => [
+        row.index,
+        h('code', { text: row.op }),
+        row.location,
+        row.module,
+        row.phase,
+        row.status,
+        formatError(row.max_abs),
+        formatError(row.max_rel)
+      ]),
+      [0, 6, 7]
+    );
+    t.classList.add('xl-compare-table');
+    const trs = t.querySelectorAll('tr');
+    region.rows.forEach((row, i) => trs[i + 1].classList.toggle('xl-first', row.index === first));
+    d.append(t);
+    if (region.hint) {
+      d.append(h('p', { class: 'xl-compare-hint' }, h('b', { text: 'hint:' }), ` ${region.hint}`));
+    }
+    return d;
+  });
+}
+
 function timelineSection(r: IReport, opts: IRenderOptions): HTMLElement | null {
   if (!r.timeline || !r.timeline.spans.length) {
     return null;
@@ -464,7 +505,12 @@ export function renderReport(r: unknown, opts: IRenderOptions): HTMLElement {
   const named = r.graphs.some(g => !g.eager);
   // a replay guard failed, or a function cannot be replayed: open, like a recompile
   const missed = (r.replay?.functions || []).some(f => (f.misses || []).length || (f.not_replayable || []).length);
-  const top = h('details', { class: 'xl-top', open: !!n || named || missed || r.cell.style === 'full' });
+  // an op's outputs differ from its CPU twin's: open too
+  const diverged = (r.compare?.regions || []).some(c => !c.ok);
+  const top = h('details', {
+    class: 'xl-top',
+    open: !!n || named || missed || diverged || r.cell.style === 'full'
+  });
   top.append(
     h(
       'summary',
@@ -483,6 +529,9 @@ export function renderReport(r: unknown, opts: IRenderOptions): HTMLElement {
   }
   if (r.replay) {
     top.append(replaySection(r.replay));
+  }
+  if (r.compare) {
+    top.append(...compareSections(r.compare));
   }
   if (r.cell.style !== 'compact') {
     for (const g of r.graphs) {

@@ -239,6 +239,7 @@ export interface IReport {
   memory?: IMemory | null;
   torch_compile?: ITorchCompile | null;
   replay?: IReplay | null;
+  compare?: ICompare | null;
 }
 
 /** A reason said in the cell, once, with how often it came. */
@@ -268,6 +269,53 @@ export interface IReplayedFunction {
 /** Step replay in the cell (schema 1.5). */
 export interface IReplay {
   functions: IReplayedFunction[];
+  lines: string[];
+}
+
+/** An op of an xlanb.compare() region, its xla outputs against its CPU twin's (schema 1.6). */
+export interface ICompareRow {
+  index: number;
+  op: string;
+  /** `cell line 3`, `model.py:12`, or "". */
+  location: string;
+  module: string;
+  phase: 'forward' | 'backward' | string;
+  status: 'ok' | 'introduced' | 'inherited' | string;
+  /** A number, or "inf" / "nan" (JSON has neither). */
+  max_abs: number | string;
+  max_rel: number | string;
+  shape?: number[];
+  dtype?: string;
+}
+
+/** One xlanb.compare() region (schema 1.6). */
+export interface ICompareRegion {
+  ok: boolean;
+  /** Ops compared, and ops not compared (random, uninitialized, not runnable on the CPU). */
+  ops: number;
+  skipped: number;
+  /** null: torch.testing.assert_close's tolerance for each dtype. */
+  rtol: number | string | null;
+  atol: number | string | null;
+  precision: string;
+  hint: string;
+  /** Ops whose outputs differ (introduced or inherited). */
+  differ: number;
+  first: ICompareRow | null;
+  /** The rows around the first divergence (none when every op agreed). */
+  rows: ICompareRow[];
+  /** Rows of the region not in `rows`. */
+  hidden: number;
+  /** The headline: `compare: first divergence at ...` or `compare: 214 ops within tolerance ...`. */
+  text: string;
+  /** `214 ops compared (rtol/atol: torch defaults), 41 differ, 3 not compared; ops 9 to 20 shown`. */
+  detail?: string;
+  lines: string[];
+}
+
+/** xlanb.compare() in the cell, one entry per region (schema 1.6). */
+export interface ICompare {
+  regions: ICompareRegion[];
   lines: string[];
 }
 

@@ -8,12 +8,14 @@
     events = hooks.since(mark)               # what the cell did, as plain events
     hooks.status()                           # {"mode", "pending_nodes", "cache_size"}
 
-Modes are the public `xlanb.eager_mode` / `xlanb.compile`. Nothing here hands out internal
-objects: events are plain data (xlanb.events) and status is a dict.
+Modes are the public `xlanb.eager_mode` / `xlanb.compile`, and `compare` is `xlanb.compare` (the
+magics are sugar for them). Nothing here hands out internal objects: events are plain data
+(xlanb.events) and status is a dict.
 """
 
 from __future__ import annotations
 
+from xlanb.capture.compare import compare
 from xlanb.capture.frames import user_frames
 from xlanb.capture.detector import GraphLimitError
 from xlanb.capture.modes import UnexpectedExecution, compile, eager_mode, eager_mode_context, is_eager_mode
@@ -23,7 +25,8 @@ from xlanb.state import runtime_state
 
 __all__ = ["mark", "since", "subscribe", "unsubscribe", "snapshot_pending", "pending_signature", "status",
            "recording_texts", "recording_locations", "recording_modules", "set_location_namer", "user_frames", "compile",
-           "eager_mode", "eager_mode_context", "is_eager_mode", "UnexpectedExecution", "GraphLimitError"]
+           "compare", "eager_mode", "eager_mode_context", "is_eager_mode", "UnexpectedExecution",
+           "GraphLimitError"]
 
 _rt = runtime_state()
 

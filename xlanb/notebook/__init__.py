@@ -10,8 +10,8 @@ _loaded: dict[int, object] = {}        # id(shell) -> Extension
 
 
 def load_ipython_extension(ip) -> None:
-    """Registers %%xla_compile, %xla_mode, %xla_report, %xla_metrics, %xla_env, %xla_reset, %xla_debug,
-    %xla_config and the cell hooks;
+    """Registers %%xla_compile, %%xla_compare, %xla_mode, %xla_report, %xla_metrics, %xla_env, %xla_reset,
+    %xla_debug, %xla_config and the cell hooks;
     cells then run in eager mode. Loading twice does nothing."""
     if id(ip) in _loaded:
         return

@@ -74,8 +74,8 @@ class Extension:
         self._texts.close()
         hooks.set_location_namer(None)
         magics = self.shell.magics_manager.magics
-        for kind, names in (("cell", ("xla_compile",)), ("line", ("xla_mode", "xla_report", "xla_metrics")),
-                            ("line", RUNTIME_MAGICS)):
+        for kind, names in (("cell", ("xla_compile", "xla_compare")),
+                            ("line", ("xla_mode", "xla_report", "xla_metrics")), ("line", RUNTIME_MAGICS)):
             for name in names:
                 magics[kind].pop(name, None)
         if self.previous_eager is not None:

@@ -1,4 +1,5 @@
-"""The magics: %%xla_compile, %xla_mode, %xla_report, %xla_metrics (runtime_magics.py has the others)."""
+"""The magics: %%xla_compile, %%xla_compare, %xla_mode, %xla_report, %xla_metrics (runtime_magics.py has
+the others)."""
 
 from __future__ import annotations
 
@@ -74,6 +75,36 @@ class XlaMagics(Magics):
             if len(error.args) == 1 and isinstance(error.args[0], str):   # name cell lines, not temp files
                 error.args = (rewrite_locations(error.args[0], self._cells()),)
             raise
+
+    @magic_arguments()
+    @argument("--rtol", type=float, metavar="R",
+              help="relative tolerance (default: torch.testing.assert_close's for each dtype)")
+    @argument("--atol", type=float, metavar="A",
+              help="absolute tolerance (default: torch.testing.assert_close's for each dtype)")
+    @cell_magic
+    def xla_compare(self, line, cell):
+        """Run the cell body inside `with xlanb.compare(rtol=..., atol=...)`: every op also runs on a
+        CPU twin, and the cell report names the first op whose outputs differ although its inputs
+        agreed, with its line, module and error, and the ops around it.
+
+        The comparison is `_xla_compare` in the namespace (`_xla_compare.first_divergence`,
+        `.rows`, `.ok`); the value of the body's last expression is the cell's output, as usual.
+
+        Example::
+
+            %%xla_compare --rtol 1e-4
+            loss = model(x).sum()
+            loss.backward()
+        """
+        args = parse_argstring(self.xla_compare, line)
+        for name in ("rtol", "atol"):
+            value = getattr(args, name)
+            if value is not None and not 0 <= value < float("inf"):
+                raise UsageError(f"--{name} must be a number >= 0, got {value}")
+        # ops remember their cell line, so the report names it
+        with hooks.recording_locations(), hooks.compare(rtol=args.rtol, atol=args.atol) as comparison:
+            self.shell.user_ns["_xla_compare"] = comparison
+            return self._run_body(cell)
 
     def _cells(self) -> Cells:
         return Cells(dict(getattr(self.shell.compile, "_filename_map", {})), self._cell_number())

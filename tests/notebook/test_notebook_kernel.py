@@ -25,6 +25,14 @@ CELLS = [
     "%xla_mode lazy",
     "p = x4 + 1",
     "%xla_metrics",
+    # a custom op whose lowering is wrong (2.5 where the CPU kernel multiplies by 2), found by %%xla_compare
+    "from xlanb.lower.registry import lowers\n"
+    "@torch.library.custom_op('kernel_cmp::twice', mutates_args=())\n"
+    "def twice(x: torch.Tensor) -> torch.Tensor:\n    return x * 2\n"
+    "@twice.register_fake\ndef _(x):\n    return torch.empty_like(x)\n"
+    "@lowers('kernel_cmp.twice.default')\ndef _twice(x):\n    return x * 2.5",
+    "%%xla_compare\nlin = torch.nn.Linear(4, 4).to('xla')\nh = lin(x4)\nout = twice(h).sum()\nout.shape",
+    "_xla_compare.first_divergence.op, _xla_compare.first_divergence.location",
 ]
 
 
@@ -62,11 +70,11 @@ def reports(nb, i):
 
 def test_reports_follow_runtime_cells_only(executed):
     with_report = [i for i in range(len(CELLS)) if reports(executed, i)]
-    assert with_report == [1, 3, 4, 5, 8]
+    assert with_report == [1, 3, 4, 5, 8, 11]
 
 
 def test_each_report_has_every_representation_and_a_valid_schema(executed):
-    for i in (1, 3, 4, 5, 8):
+    for i in (1, 3, 4, 5, 8, 11):
         (out,) = reports(executed, i)
         assert {MIME_TYPE, WIDGET_MIME, "text/html", "text/plain"} <= set(out.data)
         data = out.data[MIME_TYPE]
@@ -105,3 +113,18 @@ def test_lazy_cell_reports_pending_ir_and_metrics_show_a_table(executed):
     assert [t["name"] for t in data["pending"]["tensors"]] == ["y", "p"]
     (table,) = outputs(executed, 9, "display_data")
     assert "<table" in table.data["text/html"] and "CompileTime" in table.data["text/html"]
+
+
+def test_xla_compare_names_the_custom_op_whose_lowering_differs(executed):
+    (result,) = outputs(executed, 11, "execute_result")
+    assert result.data["text/plain"] == "torch.Size([])"
+    data = reports(executed, 11)[0].data[MIME_TYPE]
+    (region,) = data["compare"]["regions"]
+    first = region["first"]
+    assert (first["op"], first["location"], first["phase"]) == ("kernel_cmp.twice.default", "cell line 4", "forward")
+    rows = [(r["op"], r["status"]) for r in region["rows"]]       # .to('xla') copies the parameters in: compared
+    assert rows == [("aten.copy_.default", "ok"), ("aten.copy_.default", "ok"), ("aten.addmm.default", "ok"),
+                    ("kernel_cmp.twice.default", "introduced"), ("aten.sum.default", "inherited")]
+    assert any("first divergence at kernel_cmp.twice.default, cell line 4" in line for line in data["text"].splitlines())
+    (held,) = outputs(executed, 12, "execute_result")
+    assert held.data["text/plain"].startswith("('kernel_cmp.twice.default', ")

@@ -142,6 +142,7 @@ export function graphTabs(g: IGraph, opts: IRenderOptions, initial = 0, compact 
         'compile',
         `lower ${formatMs(g.lower_ms)}, compile ${formatMs(g.compile_ms)}${g.persistent_hit ? ' (disk cache)' : ''}`
       ]);
+      rows.push(['matmul precision', precisionText(g.matmul_precision)]);
       rows.push(['execute', `${g.executions}x, ${formatMs(g.execute_ms)}`]);
       if (g.recompile) {
         rows.push(['why it recompiled', `${g.recompile.text} (against graph ${g.recompile.against.slice(0, 8)})`]);
@@ -263,7 +264,9 @@ function graphSection(g: IGraph, r: IReport, opts: IRenderOptions): HTMLElement 
       'span',
       { class: 'xl-muted' },
       ` ${plural(g.nodes, 'op')} \u00b7 compile ${formatMs(g.lower_ms + g.compile_ms)}` +
-        `${g.persistent_hit ? ' (disk cache)' : ''} \u00b7 ran ${g.executions}x`
+        `${g.persistent_hit ? ' (disk cache)' : ''}` +
+        `${g.matmul_precision && g.matmul_precision !== 'highest' ? ` \u00b7 matmul precision: ${g.matmul_precision}` : ''}` +
+        ` \u00b7 ran ${g.executions}x`
     ),
     g.recompile ? h('span', { class: 'xl-tag xl-recompile xl-small', text: 'recompiled' }) : null
   );
@@ -561,4 +564,11 @@ export function renderReport(r: unknown, opts: IRenderOptions): HTMLElement {
   }
   root.append(top);
   return root;
+}
+
+/** torch's float32 matmul precision and the XLA dot precision it maps to. */
+function precisionText(p: string | undefined): string {
+  const xla: Record<string, string> = { highest: 'HIGHEST', high: 'HIGH', medium: 'DEFAULT' };
+  const name = p ?? 'highest';
+  return `${name} (XLA ${xla[name] ?? name})`;
 }

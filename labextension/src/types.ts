@@ -125,6 +125,7 @@ export interface IGraph {
   executions: number;
   execute_ms: number;
   fallback_ops: string[];
+  matmul_precision?: string; // schema 1.6: torch's float32 matmul precision the graph was lowered at
   recompile: IRecompile | null;
   ir: IIr;
   dag: IDag | null;

@@ -127,7 +127,9 @@ def test_the_report_names_a_precision_that_is_not_the_default(precision):
         with xlanb.compile(name="step"):
             y = (a @ b).sum()
         y.item()
-        reports.append(render_text(build_report(runtime_state().log.since(mark), CellContext(execution_count=1))))
+        report = build_report(runtime_state().log.since(mark), CellContext(execution_count=1))
+        assert [g["matmul_precision"] for g in report.to_json()["graphs"]] == [setting]
+        reports.append(render_text(report))
     highest, medium = reports
     assert "matmul precision" not in highest.splitlines()[1]
     assert medium.splitlines()[1].startswith("  graph step [")

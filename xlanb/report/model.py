@@ -126,7 +126,7 @@ class GraphSection:
     memory: dict | None = None
     modules: Any = None          # report.modules.ModuleView, when module scopes were recorded (1.2)
     fusions: tuple = ()          # report.fusions.Fusion of the optimized HLO (1.2)
-    matmul_precision: str = "highest"    # torch's float32 matmul precision it was lowered at (text, HTML)
+    matmul_precision: str = "highest"    # torch's float32 matmul precision it was lowered at (1.6)
 
     def to_json(self) -> dict:
         return {
@@ -138,6 +138,7 @@ class GraphSection:
             "scalars": self.scalars, "lower_ms": self.lower_ms, "compile_ms": self.compile_ms,
             "persistent_hit": self.persistent_hit, "executions": self.executions,
             "execute_ms": self.execute_ms, "fallback_ops": list(self.fallback_ops),
+            "matmul_precision": self.matmul_precision,
             "recompile": self.recompile.to_json() if self.recompile else None,
             "ir": self.ir.to_json(), "dag": self.dag.to_json() if self.dag else None,
             "hlo": {"stablehlo": self.stablehlo.to_json() if self.stablehlo else None,

@@ -34,6 +34,8 @@ class Config:
     slow_compile: float = 30.0      # XLANB_SLOW_COMPILE: seconds after which the notebook says a compile is
                                     # still running and how to interrupt it
     tracebacks: str = "user"        # XLANB_TRACEBACKS: user (an op's error ends at the user's line) | full
+    debug_nans: bool = False        # XLANB_DEBUG_NANS=1: a graph whose float outputs hold a NaN raises, naming
+                                    # the op that made it (JAX's jax_debug_nans, per PyTorch op)
 
 
 def _env_bool(value: str) -> bool:
@@ -55,6 +57,7 @@ def from_environ(environ=os.environ) -> Config:
         "XLANB_MEMORY_WARNING": ("memory_warning", float),
         "XLANB_SLOW_COMPILE": ("slow_compile", float),
         "XLANB_TRACEBACKS": ("tracebacks", str),
+        "XLANB_DEBUG_NANS": ("debug_nans", _env_bool),
     }
     values = {}
     for name, raw in environ.items():
@@ -94,6 +97,7 @@ def _validate(cfg: Config) -> None:
 
 _current = from_environ()
 _fixed: dict[str, str] = {}      # fields that cannot change any more -> why
+_watchers: list = []             # called with (old, new) after each change (see watch)
 
 
 def config() -> Config:
@@ -104,6 +108,18 @@ def config() -> Config:
 def fix_field(name: str, reason: str) -> None:
     """From now on `name` cannot change (it was used once for good, e.g. to name the device)."""
     _fixed[name] = reason
+
+
+def watch(watcher) -> None:
+    """`watcher(old, new)` is called after every change of the configuration (set_config, override
+    and its end), for settings that must take effect at once rather than where they are read
+    (debug_nans turns location recording on: capture/nans.py)."""
+    _watchers.append(watcher)
+
+
+def _changed(old: Config, new: Config) -> None:
+    for watcher in _watchers:
+        watcher(old, new)
 
 
 def set_config(**changes) -> Config:
@@ -118,6 +134,7 @@ def set_config(**changes) -> Config:
     new = dataclasses.replace(_current, **changes)
     _validate(new)
     _current = new
+    _changed(previous, new)
     return previous
 
 
@@ -129,4 +146,5 @@ def override(**changes):
     try:
         yield _current
     finally:
-        _current = previous
+        changed, _current = _current, previous
+        _changed(changed, previous)

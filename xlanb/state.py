@@ -149,7 +149,8 @@ class Runtime:
         self.eager = False                     # every op is synced at once (xlanb.eager_mode)
         self.graph_name = "sync"               # name given to the next lazily synced graph
         self.allow_execution = True            # False inside xlanb.compile(full_graph=True)
-        self.track_locations = False           # record the user's source line on every node
+        # record the user's source line on every node (always while debug_nans is on: capture/nans.py)
+        self.track_locations = config().debug_nans
         self.compile_scope = None              # the active xlanb.compile scope (capture.modes.CompileScope)
         self.observer = None                   # called with each new pending node (graph limits)
         # capture.scopes: the innermost running nn.Module's path (a str), a callable naming the module
@@ -168,6 +169,8 @@ class Runtime:
         self.deferred: list[BaseException] = []
         # index bounds checks computed in the graph, raised at the next value read (capture.bounds)
         self.device_checks: list = []
+        # debug_nans: the NaN a checked graph found (runtime/nans.py), raised once its outputs are stored
+        self.nan_error = None
         self.rng = None                        # the Storage of the device RNG key (capture.rng)
         # runtime: compiled graphs and launches
         self.cache = CompiledCache()
@@ -253,7 +256,7 @@ class Runtime:
         try:
             yield
         finally:
-            self.track_locations = previous
+            self.track_locations = previous or config().debug_nans
 
 
     # --- fault injection (tests only) ---------------------------------------------------

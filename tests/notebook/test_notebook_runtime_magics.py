@@ -130,3 +130,15 @@ def test_reset_leaves_a_usable_runtime(cell):
     assert xlanb.metrics.counter_value("UncachedCompile") >= 1          # counters started again
     report = c.report
     assert report["summary"]["eager_ops_executed"] >= 1
+
+
+def test_config_debug_nans_names_the_op_at_its_cell_line(cell):
+    try:
+        assert cell("%xla_config debug_nans=1").stdout.strip() == "debug_nans = True"
+        cell("import torch, xlanb")
+        c = cell("x = torch.tensor([4.0, -1.0], device='xla')\ny = x.sqrt()\nxlanb.sync()")
+        assert isinstance(c.error, FloatingPointError), c.error
+        assert str(c.error).startswith("NaN produced by aten.sqrt.default at In ["), c.error
+        assert " line 2 in graph " in str(c.error)
+    finally:
+        set_config(debug_nans=False)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from xlanb._config import config, fix_field
-from xlanb.capture import dispatch, factories, nodtensor, nodynamo
+from xlanb.capture import dispatch, factories, nans, nodtensor, nodynamo
 from xlanb.capture.device import register_device
 from xlanb.capture.modules import keep_ties_on_move
 from xlanb.state import runtime_state
@@ -22,4 +22,5 @@ def install():
         factories.register_factories()
         keep_ties_on_move()
         nodynamo.install()
+        nans.install()
     return rt.device

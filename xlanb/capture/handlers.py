@@ -384,7 +384,10 @@ def _eager_binary(func, name, na, nb, nargs, operands, m, key, memo_key):
 def _eager_op(func, name, nargs, operands, m, key, fast_key, buffers, scalar):
     """Replays the op's executable on its input buffers, or the first time records and runs it."""
     out = eager_replay(fast_key, name, m, buffers, scalar)
-    return out if out is not None else eager_run(new_node(func, name, nargs, None, operands, m, key), fast_key)
+    if out is not None:
+        return out
+    location = user_location() if _rt.track_locations else None     # debug_nans names the line
+    return eager_run(new_node(func, name, nargs, None, operands, m, key, location), fast_key)
 
 
 # Choosing a handler --------------------------------------------------------------------

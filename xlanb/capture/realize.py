@@ -41,8 +41,19 @@ def check_execution(cause: str, frames) -> None:
         scope.violation(cause, frames)
 
 
+def raise_nan() -> None:
+    """debug_nans: raises the NaN that the last checked graph found (runtime/nans.py), once that
+    graph's outputs are stored and its pending entries handled, so later work runs as usual."""
+    error = _rt.nan_error
+    if error is not None:
+        _rt.nan_error = None
+        raise error
+
+
 def raise_deferred() -> None:
-    """Re-raises an error that happened inside the autograd engine."""
+    """Re-raises an error that happened inside the autograd engine (or a NaN found and not raised yet)."""
+    if _rt.nan_error is not None:
+        raise_nan()
     if _rt.deferred:
         error = _rt.deferred[0]
         _rt.deferred.clear()
@@ -109,6 +120,8 @@ def sync(wait: bool = False, cause: str = "xlanb.sync") -> None:
     if roots:
         execute(roots, name=_rt.graph_name, eager=False, cause=cause, frames=frames, donate=True)
     _rt.pending.clear()
+    if _rt.nan_error is not None:
+        raise_nan()
     if wait:
         executor.wait()
     if _rt.device_checks:
@@ -122,6 +135,8 @@ def sync_eager(mark: int, name: str) -> None:
         # donating is safe only when no other pending graph may still read the old buffers
         execute(roots, name=name, eager=True, cause="eager op", donate=(mark == 0))
     del _rt.pending[mark:]
+    if _rt.nan_error is not None:           # at the op, as index checks are
+        raise_nan()
     if _rt.device_checks:                   # eager mode raises an index check at the op
         bounds.raise_failed()
 
@@ -132,7 +147,9 @@ def sync_eager(mark: int, name: str) -> None:
 # graph's CacheKey is remembered under (op, input types); after that, the executable is looked
 # up by that key (so the LRU, its bound and its counters stay exact) and called on the input
 # buffers directly: no node, no graph walk, no key built. A key built under another float32 matmul
-# precision takes the slow path, which compiles (or finds) the op at the one in force now.
+# precision takes the slow path, which compiles (or finds) the op at the one in force now. While
+# debug_nans is on nothing is remembered (and a change of it forgets every key: capture/nans.py),
+# so each op runs through run_graph and is checked.
 
 _F64, _I64 = np.dtype(np.float64), np.dtype(np.int64)
 _SINGLE = SingleDeviceSharding
@@ -163,7 +180,9 @@ def eager_run(node: Node, fast_key) -> LazyTensor:
     graph = build_graph([node], node.name)
     (out,) = executor.run_graph(graph, eager=True, cause="eager op")
     node.release(out)
-    if not graph.key.shardings:
+    if _rt.nan_error is not None:
+        raise_nan()
+    if not graph.key.shardings and not _rt.config.debug_nans:     # debug_nans: each op checked (capture/nans.py)
         _rt.eager_ops[fast_key] = graph.key
     return new_tensor(node, node.meta)
 
@@ -208,6 +227,8 @@ def realize(t: LazyTensor, cause: str) -> Node:
             graph = None
         emit(events.Sync(kind="value", name=name, roots=len(roots), cause=cause, frames=frames))
         execute(roots, name=name, eager=False, cause=cause, frames=frames, donate=False, graph=graph)
+        if _rt.nan_error is not None:
+            raise_nan()
     return n
 
 

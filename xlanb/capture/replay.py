@@ -234,6 +234,10 @@ def guard(plan: Trace, args, kwargs) -> str | None:
     if torch.is_autocast_enabled("cpu") is not plan.autocast or torch.is_autocast_enabled(
             _rt.device.type) is not plan.autocast_xla:
         return "autocast changed"
+    if _rt.config.debug_nans:
+        return "debug_nans is on: each call runs its body, so that its graph is checked for NaN"
+    if plan.key is not None and plan.key.nan_check:
+        return "debug_nans was on when the plan was traced"
     if plan.key is not None and plan.key.matmul_precision != matmul_precision():
         return f"float32 matmul precision {plan.key.matmul_precision!r} -> {matmul_precision()!r}"
     if _rt.rng is not plan.rng:

@@ -32,7 +32,7 @@ from xlanb.capture.replay_holders import Holders, code_names, find_holders, obje
 from xlanb.capture.tensor import LazyTensor, Storage, holder_node, tensor_meta
 from xlanb.ir.graph import build_graph
 from xlanb.lower.registry import has_rule
-from xlanb.runtime import executor
+from xlanb.runtime import executor, nans
 from xlanb.state import emit, runtime_state
 
 _rt = runtime_state()
@@ -377,8 +377,10 @@ def _sync(trace: Trace, name: str, out, before: Holders, arg_nodes: dict, watche
                 graph.with_recycling(metas), eager=False,
                 cause=f"replay of '{name}': its gradients written into the previous step's .grad buffers")
     graph, compiled, cached = executor.executable(graph, eager=False, cause=cause, frames=frames)
-    outs = executor.launch(compiled, name, executor.graph_args(graph, compiled), eager=False, cached=cached,
-                           donated=len(graph.donate))
+    launched = executor.graph_args(graph, compiled)
+    outs = executor.launch(compiled, name, launched, eager=False, cached=cached, donated=len(graph.donate))
+    if graph.key.nan_check:         # debug_nans: a NaN found is raised once the outputs are stored (below)
+        outs = nans.check(graph, outs, launched)
     for root, buffer in zip(graph.roots, outs):
         root.release(buffer)
     _rt.pending.clear()
@@ -388,6 +390,8 @@ def _sync(trace: Trace, name: str, out, before: Holders, arg_nodes: dict, watche
     with jax.enable_x64(True):   # uploaded once: a replayed call passes the same numbers
         trace.scalar_args = [jax.device_put(v, _rt.jax_device()) for v in executor.scalar_vectors(graph)]
     trace.rng = _rt.rng
+    if _rt.nan_error is not None:
+        realize.raise_nan()
 
 
 def _sources(trace: Trace, graph, before: Holders, arg_nodes: dict, uploads: int) -> None:

@@ -3,7 +3,7 @@
 The CacheKey (ir/graph.py) is a record of named ingredients; a miss is explained by the
 ingredients that differ: an input's shape, dtype or layout, an op, its constants, its
 output shape or its operand wiring, the outputs, the lifted scalars' kinds, the donated
-inputs, the shardings, the float32 matmul precision. A key equal to an earlier one was
+inputs, the shardings, the float32 matmul precision, debug_nans. A key equal to an earlier one was
 evicted from the in-memory cache (or the cache was cleared): that, and only that, is said so.
 """
 
@@ -150,6 +150,8 @@ def diff(before: CacheKey, after: CacheKey, graph: Graph | None = None) -> list[
     changes += _sharding_changes(before, after)
     if before.matmul_precision != after.matmul_precision:
         changes.append(Change("precision", 0, before.matmul_precision, after.matmul_precision))
+    if before.nan_check != after.nan_check:
+        changes.append(Change("debug_nans", 0, "on" if before.nan_check else "off", "on" if after.nan_check else "off"))
     if not changes and before == after:
         if _rt.cache.was_cleared(after):
             changes.append(Change("cleared", 0, "", "the in-memory cache was cleared since"))

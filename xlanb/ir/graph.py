@@ -19,6 +19,8 @@ and by the recompile explainer (ir/explain.py), so every miss can name what chan
   shardings  one ShardingKey per input (ir/sharding.py), empty when every input is on one device
   matmul_precision  torch.get_float32_matmul_precision() when the graph was built: the lowering gives
            float32 dots and convolutions the XLA precision it maps to (ir/precision.py)
+  nan_check  debug_nans was on when it ran: the executable also returns one flag, any float output
+           is NaN, and donates nothing (runtime/nans.py)
 Keys compare exactly, so a hash collision can never pick the wrong executable.
 """
 
@@ -44,6 +46,7 @@ class CacheKey:
     shardings: tuple = ()
     recycled: tuple = ()
     matmul_precision: str = DEFAULT
+    nan_check: bool = False
 
     def digest(self) -> str:
         """A short id for reports (stable within a process; never used for lookups)."""
@@ -76,6 +79,10 @@ class Graph:
 
     def with_recycling(self, metas: tuple) -> "Graph":
         return dataclasses.replace(self, key=dataclasses.replace(self.key, recycled=tuple(metas)))
+
+    def checking_nans(self) -> "Graph":
+        """The graph as debug_nans runs it: one more output (any float output is NaN), nothing donated."""
+        return dataclasses.replace(self, key=dataclasses.replace(self.key, nan_check=True, donate=()))
 
 
 def build_graph(roots: list[Node], name: str) -> Graph:

@@ -22,7 +22,7 @@ from xlanb.ir.node import Meta
 from xlanb.lower.dtypes import to_jax_dtype
 from xlanb.lower.registry import has_rule
 from xlanb.lower.to_jax import build_function
-from xlanb.runtime import partition
+from xlanb.runtime import nans, partition
 from xlanb.runtime.cache import persistent_cache
 from xlanb.runtime.outside import jax_entry
 from xlanb.runtime.stages import Compiled, Lowered
@@ -47,6 +47,8 @@ def lower_graph(graph: Graph) -> Lowered:
     """Graph -> StableHLO through the lowering table."""
     fn, floats, ints = build_function(graph)
     fn.__name__ = fn.__qualname__ = _module_name(graph.name)
+    if graph.key.nan_check:         # debug_nans: one more output, any float output is NaN
+        fn = nans.with_nan_flag(fn, graph)
     mesh = partition.graph_mesh(graph)
     avals = partition.input_avals(graph, mesh)
     if floats:
@@ -142,16 +144,21 @@ def scalar_vectors(graph: Graph) -> list:
 
 @jax_entry
 def run_graph(graph: Graph, *, eager: bool, cause: str = "", frames=()) -> tuple:
-    """Runs `graph` and returns one device array per root (launched, maybe not finished)."""
+    """Runs `graph` and returns one device array per root (launched, maybe not finished; with
+    debug_nans on, finished and checked: a NaN found waits in `runtime_state().nan_error`)."""
     graph, compiled, cached = executable(graph, eager=eager, cause=cause, frames=frames)
-    return launch(compiled, graph.name, graph_args(graph, compiled), eager=eager, cached=cached,
-                  donated=len(graph.donate))
+    args = graph_args(graph, compiled)
+    outs = launch(compiled, graph.name, args, eager=eager, cached=cached, donated=len(graph.donate))
+    return nans.check(graph, outs, args) if graph.key.nan_check else outs
 
 
 def executable(graph: Graph, *, eager: bool, cause: str = "", frames=()) -> tuple[Graph, Compiled, bool]:
     """The graph as it runs (inputs of a mesh placed on it), its executable from the cache or
-    compiled now, and whether it was cached."""
+    compiled now, and whether it was cached. With debug_nans on, the graph is the checked one
+    (runtime/nans.py): its launch's outputs go through `nans.check`."""
     cache = _rt.cache
+    if _rt.config.debug_nans and not graph.key.nan_check:
+        graph = graph.checking_nans()
     if graph.key.shardings:
         graph = partition.normalize_inputs(graph)
     compiled = cache.get(graph.key)

@@ -1,0 +1,205 @@
+"""debug_nans: a graph whose float outputs hold a NaN raises FloatingPointError at its sync (at the op in
+eager mode), naming the first op that made a NaN although its inputs held none, with the user's line and
+module; pending work stays valid; Inf is not a NaN; off by default, and then nothing changes."""
+
+import math
+import os
+import sys
+import traceback
+
+import pytest
+import torch
+
+import xlanb
+from xlanb import events
+from xlanb._config import Config, config, from_environ, override
+from xlanb.state import runtime_state
+
+from helpers import compiles
+
+THIS_FILE = os.path.basename(__file__)
+_rt = runtime_state()
+
+
+def here() -> int:
+    """The caller's line number (the line of the op that follows on the same line)."""
+    return sys._getframe(1).f_lineno
+
+
+def xla(values) -> torch.Tensor:
+    return torch.tensor(values, device="xla")
+
+
+def test_lazy_sync_names_the_op_and_the_users_line():
+    with override(debug_nans=True):
+        x = xla([4.0, -1.0])
+        y = torch.sqrt(x); line = here()     # noqa: E702 - the op's line is the one named
+        z = y * 2 + 1
+        with pytest.raises(FloatingPointError) as raised:
+            xlanb.sync()
+    text = str(raised.value)
+    assert text.startswith(f"NaN produced by aten.sqrt.default at {THIS_FILE}:{line} in graph 'sync'"), text
+    assert "although its inputs held none" in text
+
+
+def test_eager_mode_raises_at_the_op():
+    with override(debug_nans=True), xlanb.eager_mode_context(True):
+        x = xla([-2.0])
+        line = here() + 2
+        with pytest.raises(FloatingPointError) as raised:
+            x.log()
+    assert f"NaN produced by aten.log.default at {THIS_FILE}:{line}" in str(raised.value)
+    last = traceback.extract_tb(raised.value.__traceback__)[-1]
+    assert (os.path.basename(last.filename), last.lineno) == (THIS_FILE, line)      # ends at the user's line
+
+
+def test_eager_mode_checks_ops_that_ran_before_without_it():
+    with xlanb.eager_mode_context(True):
+        x = xla([-2.0])
+        torch.sqrt(x)                        # the eager fast path remembers sqrt's executable
+        with override(debug_nans=True):
+            with pytest.raises(FloatingPointError, match="aten.sqrt.default"):
+                torch.sqrt(x)
+        assert math.isnan(torch.sqrt(x).item())          # off again: nothing raised
+
+
+def test_the_module_path_is_named():
+    class Head(torch.nn.Module):
+        def forward(self, t):
+            return torch.log(t) + 1
+
+    class Model(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.proj = torch.nn.Linear(2, 2)
+            self.head = Head()
+
+        def forward(self, t):
+            return self.head(self.proj(t) - 100)
+
+    model = Model().to("xla")
+    with override(debug_nans=True):
+        out = model(xla([[1.0, 2.0]]))
+        with pytest.raises(FloatingPointError) as raised:
+            out.sum().item()
+    assert "NaN produced by aten.log.default at" in str(raised.value)
+    assert "(module 'head')" in str(raised.value)
+
+
+def test_a_nan_that_came_in_through_an_input_is_said_so():
+    x = xla([1.0, float("nan")])             # NaN before any graph
+    with override(debug_nans=True):
+        y = x + 1
+        with pytest.raises(FloatingPointError) as raised:
+            xlanb.sync()
+    text = str(raised.value)
+    assert "its input 0 (f32[2]) already held NaN before the graph ran" in text, text
+    assert "first read by aten.add.Tensor" in text and "NaN produced by" not in text
+    assert torch.equal(torch.isnan(y.cpu()), torch.tensor([False, True]))
+
+
+def test_inf_is_not_a_nan():
+    with override(debug_nans=True):
+        mask = torch.full((2,), float("-inf"), device="xla")
+        scores = torch.zeros(2, 3, device="xla").masked_fill(torch.tensor([[True, False, False]] * 2, device="xla"),
+                                                             float("-inf"))
+        probs = torch.softmax(scores, dim=-1)
+        xlanb.sync()
+        assert torch.equal(mask.cpu(), torch.full((2,), float("-inf")))
+        assert torch.allclose(probs.cpu(), torch.tensor([[0.0, 0.5, 0.5]] * 2))
+
+
+def test_integer_outputs_are_not_checked_and_a_clean_graph_runs_once():
+    with override(debug_nans=True):
+        x = xla([1.0, 2.0])
+        y = (x * 3).sum()
+        n = torch.arange(4, device="xla") * 2
+        xlanb.sync()
+        assert y.item() == 9.0 and n.tolist() == [0, 2, 4, 6]
+    assert compiles() == 1
+
+
+def test_pending_work_stays_valid_after_the_error():
+    x = xla([4.0, -1.0])
+    with override(debug_nans=True):
+        y = torch.sqrt(x)
+        z = x * 2
+        with pytest.raises(FloatingPointError):
+            xlanb.sync()
+        assert _rt.nan_error is None and not _rt.pending
+        w = z + 1                            # later work runs as usual
+        xlanb.sync()
+    expected = torch.sqrt(torch.tensor([4.0, -1.0]))
+    assert torch.equal(torch.isnan(y.cpu()), torch.isnan(expected)) and y.cpu()[0] == expected[0]
+    assert torch.equal(z.cpu(), torch.tensor([8.0, -2.0])) and torch.equal(w.cpu(), torch.tensor([9.0, -1.0]))
+
+
+def test_off_by_default_nothing_changes():
+    assert Config().debug_nans is False and config().debug_nans is False
+    x = xla([-1.0])
+    y = torch.sqrt(x)
+    xlanb.sync()                             # nothing raised
+    assert math.isnan(y.item())
+    (compile_event,) = [e for e in _rt.log.all() if isinstance(e, events.Compile)]
+    assert compiles() == 1 and len(compile_event.outputs) == 1
+    assert not any(key.nan_check for key in _rt.history["sync"])
+
+
+def test_turning_it_on_compiles_the_checked_graph_and_says_why():
+    def step():
+        x = xla([-1.0])
+        return torch.sqrt(x)
+
+    kept = [step()]
+    xlanb.sync()
+    with override(debug_nans=True), pytest.raises(FloatingPointError):
+        kept.append(step())
+        xlanb.sync()
+    (recompile,) = [e.recompile for e in _rt.log.all() if isinstance(e, events.Compile) and e.recompile]
+    assert "debug_nans: off -> on" in [str(c) for c in recompile.changes]
+    assert not _rt.track_locations and _rt.module_scope is None        # off again: nothing recorded
+
+
+def test_a_replayed_step_is_traced_and_checked_while_it_is_on():
+    w = xla([1.0, 2.0])
+
+    def body(x):
+        return torch.log(x * w)
+
+    step = xlanb.compile(body, replay=True)
+    for _ in range(3):
+        step(xla([1.0, 1.0]))
+    assert step.replayed == 1
+    with override(debug_nans=True):
+        with pytest.raises(FloatingPointError, match="aten.log.default"):
+            step(xla([-1.0, 1.0]))
+    misses = [e.reason for e in _rt.log.all() if isinstance(e, events.ReplayMiss)]
+    assert misses[-1] == "replay guard failed: debug_nans is on: each call runs its body, so that its graph is " \
+                         "checked for NaN"
+    assert step.replayed == 1
+
+
+def test_the_setting_comes_from_the_environment():
+    assert from_environ({"XLANB_DEBUG_NANS": "1"}).debug_nans is True
+    assert from_environ({"XLANB_DEBUG_NANS": "0"}).debug_nans is False
+    assert from_environ({}).debug_nans is False
+
+
+def test_the_notebook_magic_parses_it():
+    import dataclasses
+
+    from xlanb.notebook.runtime_magics import _parse
+    (field,) = [f for f in dataclasses.fields(Config) if f.name == "debug_nans"]
+    assert _parse(field, "1") is True and _parse(field, "off") is False
+
+
+def test_the_environment_variable_turns_it_on_at_import(tmp_path):
+    import subprocess
+    script = tmp_path / "user.py"
+    script.write_text("import torch, xlanb\nx = torch.tensor([-1.0], device='xla')\ny = x.sqrt()\nxlanb.sync()\n")
+    environ = {k: v for k, v in os.environ.items() if not k.startswith("XLANB_")}
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                          env={**environ, "XLANB_DEBUG_NANS": "1"}, timeout=300)
+    assert done.returncode == 1
+    assert "FloatingPointError" in done.stderr or "NanError" in done.stderr
+    assert "NaN produced by aten.sqrt.default at user.py:3 in graph 'sync'" in done.stderr

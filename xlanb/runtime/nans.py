@@ -1,0 +1,136 @@
+"""debug_nans: one NaN flag per graph, and the op that made the NaN (docs/debugging.md).
+
+While `debug_nans` is on, every graph runs with `nan_check` in its key (ir/graph.py): its executable
+also returns one boolean, "a float output holds a NaN" (a max reduction of each float output, in the
+same program), and donates nothing, so its inputs can be read again. The flag is read after the launch (a host read, which waits for
+the graph). When it is set, the graph runs once more as a probe that returns, for every node in
+program order, whether its output holds a NaN, and the first op whose output does although its
+operands held none is named with the user's line and module path (recorded while debug_nans is on:
+capture/nans.py). Inf is not a NaN; integer and bool values are not checked.
+
+The error is not raised here: it waits in `runtime_state().nan_error` until the caller has stored
+the graph's outputs, so the pending work stays valid (capture raises it).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from xlanb.ir.graph import Graph, location_text
+from xlanb.ir.node import Meta, Node, Scalar
+from xlanb.lower.to_jax import build_function
+from xlanb.runtime.outside import jax_entry
+from xlanb.state import runtime_state
+
+_rt = runtime_state()
+
+
+class NanError(FloatingPointError):
+    """A graph's float outputs held a NaN; the message names the op that made it."""
+    xlanb_user_error = True      # a verdict on the program: its traceback ends at the user's line
+
+
+def _checked_meta(meta) -> bool:
+    return isinstance(meta, Meta) and (meta.dtype.is_floating_point or meta.dtype.is_complex)
+
+
+def _has_nan(value, meta):
+    """A traced boolean: `value` (one output, or a multi-output op's tuple) holds a NaN in a float part."""
+    if isinstance(meta, tuple):
+        flags = [_has_nan(v, m) for v, m in zip(value, meta) if v is not None]
+        return jnp.any(jnp.stack(flags)) if flags else jnp.bool_(False)
+    if not _checked_meta(meta):
+        return jnp.bool_(False)
+    return jnp.isnan(value).any()
+
+
+def _nan_in(x):
+    """A traced boolean: float array `x` holds a NaN. XLA's max propagates NaN (and max(inf, -inf) is inf),
+    so a max reduction answers exactly, and runs about 4x faster than isnan(x).any() on a CPU."""
+    if jnp.iscomplexobj(x):
+        return jnp.isnan(x).any()
+    return jnp.isnan(jnp.max(x))
+
+
+def with_nan_flag(fn, graph: Graph):
+    """`fn` (the graph's function) returning one more output: whether any float root holds a NaN."""
+    metas = [r.meta for r in graph.roots]
+    checked = [i for i, m in enumerate(metas) if _checked_meta(m) and m.numel]
+
+    def checking(*args):
+        outs = fn(*args)
+        flags = [_nan_in(outs[i]) for i in checked]
+        return (*outs, jnp.any(jnp.stack(flags)) if flags else jnp.bool_(False))
+    checking.__name__ = checking.__qualname__ = fn.__name__
+    return checking
+
+
+def check(graph: Graph, outs: tuple, args: list) -> tuple:
+    """The roots' outputs of a checked launch (its flag taken off). When the flag is set, the op that
+    made the NaN is found and kept in `runtime_state().nan_error` for the caller to raise."""
+    outs, flag = outs[:-1], outs[-1]
+    if not flag.is_fully_addressable:        # over several processes: replicated, each holds the answer
+        flag = flag.addressable_data(0)
+    if np.asarray(flag) and _rt.nan_error is None:      # the one host read (np.asarray: 1 us, bool(): 10 us)
+        _rt.nan_error = find_nan_op(graph, args)
+    return outs
+
+
+@jax_entry
+def find_nan_op(graph: Graph, args: list) -> NanError:
+    """Runs `graph` (before its roots are released: its nodes still know their operands) on the same
+    `args` with every node's output checked, and words the first op that made a NaN."""
+    flags = _probe(graph, args)
+    index = {n: i for i, n in enumerate(graph.order)}
+    for i, n in enumerate(graph.order):
+        if n.buffer is None and flags[i] and not any(type(o) is Node and flags[index[o]] for o in n.operands):
+            return NanError(_op_message(n, i, graph))
+    held = [k for k, n in enumerate(graph.inputs) if flags[index[n]]]
+    if held:
+        source = graph.inputs[held[0]]
+        first = next((n for n in graph.order if n.buffer is None and any(o is source for o in n.operands)), None)
+        read = f" (first read by {first.name}{_where(first)})" if first is not None else ""
+        return NanError(
+            f"NaN in graph '{graph.name}': its input {held[0]} ({source.meta.text}) already held NaN before the graph "
+            f"ran{read}; no op of this graph made it. "
+            f"It came from earlier work: a graph before this one (with debug_nans on it would have raised there), "
+            f"or a tensor made with NaN (torch.tensor, a load, uninitialized memory from torch.empty).")
+    return NanError(
+        f"NaN in the outputs of graph '{graph.name}', but no op's output held one when the graph ran again op by op "
+        f"(XLA fused it differently). Split the graph with xlanb.sync() or use eager mode to narrow it down.")
+
+
+def _probe(graph: Graph, args: list) -> np.ndarray:
+    """One boolean per node of `graph.order`: its output holds a NaN (inputs included)."""
+    probe = dataclasses.replace(graph, roots=list(graph.order))
+    fn, _, _ = build_function(probe)
+    metas = [n.meta for n in graph.order]
+
+    def flags(*arrays):
+        return jnp.stack([_has_nan(v, m) for v, m in zip(fn(*arrays), metas)])
+    with jax.enable_x64(True):
+        return np.asarray(jax.jit(flags)(*args))
+
+
+def _where(n: Node) -> str:
+    """` at test.py:12 (module 'blocks.0.mlp')`, as much of it as was recorded."""
+    notes = [f"module '{n.scope or '<top>'}'"] if n.scope is not None else []
+    if not n.location:      # the autograd engine runs backward ops with none of the user's frames on the stack
+        notes.append("no line of yours: a backward op, or one recorded before debug_nans was on")
+        return f" ({'; '.join(notes)})"
+    line = location_text(n.location)
+    namer = _rt.location_namer
+    return f" at {namer(line) if namer is not None else line}" + (f" ({notes[0]})" if notes else "")
+
+
+def _op_message(n: Node, pos: int, graph: Graph) -> str:
+    nan_number = any(type(o) is Scalar and o.value != o.value for o in n.operands)
+    inputs = "its tensor inputs held none (a Python number passed to it is NaN)" if nan_number else "its inputs held none"
+    return (f"NaN produced by {n.name}{_where(n)} in graph '{graph.name}' (op %{pos}): its output holds a NaN "
+            f"although {inputs}. Look at what that op gets (sqrt or log of a negative number, 0/0, inf - inf, an "
+            f"overflow to inf before it); xlanb.compare() runs each op on a CPU twin too. The tensors keep the values "
+            f"computed, NaN included.")

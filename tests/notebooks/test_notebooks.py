@@ -14,7 +14,7 @@ def test_the_notebooks_exist():
     assert names == ["01_lazy_tensors.ipynb", "02_three_modes.ipynb", "03_named_graphs_and_limits.ipynb",
                      "04_model_bring_up.ipynb", "05_performance.ipynb", "06_torch_compile.ipynb",
                      "07_sharding.ipynb", "08_what_the_compiler_did.ipynb", "09_generation.ipynb",
-                     "10_step_replay.ipynb"]
+                     "10_step_replay.ipynb", "11_bring_up_debugging.ipynb"]
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])

@@ -93,5 +93,7 @@ def register_device(name: str) -> torch.device:
     torch._register_device_module(name, module)
     register_seeding(name, module)
     register_device_guard(name)
+    from xlanb.capture.storages import register_serialization     # storages imports the capture stack
+    register_serialization(name)
     _registered.append(name)
     return torch.device(name, 0)

@@ -62,6 +62,10 @@ def _copy_from(src, dst, non_blocking=False):
         check_representable("copy to xla (.to('xla'))", src)
     if (type(dst) is LazyTensor) != (type(src) is LazyTensor):     # cpu -> xla or xla -> cpu
         return copy_across(dst, src)
+    if type(dst) is not LazyTensor:
+        raise RuntimeError("xlanb cannot copy a tensor that torch's C++ made over an xla storage's address "
+                           "(its bytes live in a device buffer): copy the xla tensor or storage itself, e.g. "
+                           "t.cpu() or t.untyped_storage().cpu()")
     return dst.copy_(src)
 
 

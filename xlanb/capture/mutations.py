@@ -14,8 +14,9 @@ from xlanb.capture.datadep import cpu_cut
 from xlanb.capture.frames import user_location
 from xlanb.capture.record import NoMetaKernel, plan_of
 from xlanb.capture.rng import take_key
+from xlanb.capture.storages import storage_for
 from xlanb.state import runtime_state
-from xlanb.capture.tensor import (LazyTensor, new_view, storage_at, storage_of, tensor_meta, value, view_chain,
+from xlanb.capture.tensor import (LazyTensor, new_view, storage_of, tensor_meta, value, view_chain,
                                   write_value)
 from xlanb.capture.views import as_strided_view
 from xlanb.ir.node import contiguous_strides, make_node
@@ -296,7 +297,7 @@ def set_storage(func, args, kwargs):
     untyped_storage() that is (whole, as 1-d, when no layout is given), as on CPU."""
     self, untyped = args[0], args[1]
     kw = dict(zip(("storage_offset", "size", "stride"), args[2:]), **(kwargs or {}))
-    storage = storage_at(untyped.data_ptr()) if untyped.device == self.device else None
+    storage = storage_for(untyped, self.dtype) if untyped.device == self.device else None
     if type(self) is not LazyTensor or storage is None:
         raise RuntimeError(
             f"set_() of an xla tensor takes the untyped_storage() of an xla tensor; got a storage on "

@@ -36,7 +36,7 @@ class Storage:
         self.version = 0
         self.replay_hazard = None       # a weakref to a view autograd would replay wrongly (capture.views)
         self.address = None             # its fake device address, given when first asked (storage_address)
-        self.untyped = None             # its torch.UntypedStorage, made when first asked
+        self.untyped = None             # a weakref to its torch.UntypedStorage (which holds this cell)
 
 
 # Storage identity as torch defines it: each storage has its own address, a view's data_ptr() is
@@ -56,11 +56,20 @@ def storage_nbytes(storage: Storage) -> int:
 
 def storage_address(storage: Storage) -> int:
     if storage.address is None:
-        storage.address = _next_address[0]
-        size = max(storage_nbytes(storage), 1)
-        _next_address[0] += (size + 2 * _ADDRESS_ALIGN - 1) // _ADDRESS_ALIGN * _ADDRESS_ALIGN
-        _by_address[storage.address] = storage
+        bind_address(storage, reserve_address(storage_nbytes(storage)))
     return storage.address
+
+
+def reserve_address(nbytes: int) -> int:
+    """A fresh fake address with room for `nbytes`."""
+    address = _next_address[0]
+    _next_address[0] += (max(nbytes, 1) + 2 * _ADDRESS_ALIGN - 1) // _ADDRESS_ALIGN * _ADDRESS_ALIGN
+    return address
+
+
+def bind_address(storage: Storage, address: int) -> None:
+    storage.address = address
+    _by_address[address] = storage
 
 
 def storage_at(address: int) -> Storage | None:
@@ -137,10 +146,11 @@ class LazyTensor(torch.Tensor):
         """The storage shared with every view: data_ptr(), nbytes() and size() as torch answers them
         (its bytes stay on the device: read values through the tensor)."""
         s = storage_of(self)
-        if s.untyped is None or s.untyped.nbytes() != storage_nbytes(s):
-            s.untyped = torch._C._construct_storage_from_data_pointer(storage_address(s), self.device,
-                                                                      storage_nbytes(s))
-        return s.untyped
+        untyped = None if s.untyped is None else s.untyped()
+        if untyped is None or untyped.nbytes() != storage_nbytes(s):
+            untyped = untyped_of(s, self.device)
+            s.untyped = _weakref(untyped)
+        return untyped
 
     # Methods torch refuses for subclasses, or that must not pickle device state.
     def tolist(self):
@@ -153,6 +163,11 @@ class LazyTensor(torch.Tensor):
             raise TypeError(f"can't convert {self.device} device type tensor to numpy. Use Tensor.cpu() to "
                             "copy the tensor to host memory first.")
         return self.detach().cpu().resolve_conj().resolve_neg().numpy()
+
+    def pin_memory(self, device=None):
+        """As torch answers for any tensor off the CPU (cuda's too)."""
+        raise RuntimeError(f"cannot pin '{self.device}' tensor: only dense CPU tensors can be pinned. "
+                           "Pin a host copy instead: t.cpu().pin_memory()")
 
     def __reduce_ex__(self, protocol):
         """Pickling (torch.save) stores a CPU tensor, so checkpoints load anywhere."""
@@ -238,6 +253,11 @@ def storage_of(t: LazyTensor) -> Storage:
         if s.node.buffer is None:
             mark_pending(s)
     return s
+
+
+# capture.storages makes a Storage's torch.UntypedStorage (its fake address, and the storage methods
+# that would read through it or allocate on the device); it puts its maker here when imported
+untyped_of = None
 
 
 # capture.growth folds a view chain over a pending cat (the newest end of a growing tensor) into one

@@ -1,0 +1,243 @@
+"""No storage or serialization call kills the process: copy.deepcopy, pickle, torch.save/torch.load,
+tolist, share_memory_, pin_memory and numpy on an xla tensor, its untyped_storage(), its storage(),
+an nn.Linear and its state_dict each work as on the CPU, or raise at the call what torch raises
+for a cuda tensor. The matrix runs in subprocesses (a segfault there fails a test, naming the case,
+instead of ending the test run); each case also runs on the CPU, as the oracle."""
+
+import io
+import json
+import os
+import subprocess
+import sys
+import textwrap
+import warnings
+
+import pytest
+import torch
+
+import xlanb  # noqa: F401 - the xla device
+
+OBJECTS = ("tensor", "untyped", "typed", "module", "state_dict")
+CALLS = ("deepcopy", "pickle", "save_load", "save_load_to", "tolist", "share_memory_", "pin_memory", "numpy")
+
+# the device a call's result is on, for an xla object: pickle and torch.save store CPU copies (they
+# load anywhere); torch.load(map_location="xla") puts them back
+RESULT_DEVICE = {"deepcopy": "xla", "pickle": "cpu", "save_load": "cpu", "save_load_to": "xla", "share_memory_": "xla"}
+
+# what torch raises for a cuda object (on this CPU-only torch, pinning CPU memory raises too)
+LIKE_CUDA = {("pin_memory", "tensor"): "RuntimeError", ("pin_memory", "module"): "RuntimeError",
+             ("pin_memory", "state_dict"): "RuntimeError", ("pin_memory", "untyped"): "TypeError",
+             ("pin_memory", "typed"): "TypeError", ("numpy", "tensor"): "TypeError",
+             ("numpy", "module"): "TypeError", ("numpy", "state_dict"): "TypeError"}
+
+CHILD = """
+import copy, io, json, pickle, sys, warnings
+import numpy as np
+import torch
+import xlanb
+
+warnings.simplefilter("ignore")        # TypedStorage is deprecated
+kind = sys.argv[1]
+
+
+def make(device):
+    torch.manual_seed(0)
+    lin = torch.nn.Linear(3, 2).to(device)
+    t = torch.arange(6.0).reshape(2, 3).to(device)
+    return {"tensor": lambda: t, "untyped": t.untyped_storage, "typed": t.storage, "module": lambda: lin,
+            "state_dict": lin.state_dict}[kind]()
+
+
+def each(o, f):
+    if isinstance(o, torch.nn.Module):
+        o = o.state_dict()
+    return {k: f(v) for k, v in o.items()} if isinstance(o, dict) else f(o)
+
+
+def save_load(o, device=None):
+    f = io.BytesIO()
+    torch.save(o, f)
+    f.seek(0)
+    return torch.load(f, map_location=device, weights_only=False)
+
+
+CALLS = {
+    "deepcopy": lambda o, d: copy.deepcopy(o),
+    "pickle": lambda o, d: pickle.loads(pickle.dumps(o)),
+    "save_load": lambda o, d: save_load(o),
+    "save_load_to": lambda o, d: save_load(o, d),
+    "tolist": lambda o, d: each(o, lambda x: x.tolist()),
+    "share_memory_": lambda o, d: (o.share_memory() if isinstance(o, torch.nn.Module)
+                                   else each(o, lambda x: x.share_memory_())),
+    "pin_memory": lambda o, d: each(o, lambda x: x.pin_memory()),
+    "numpy": lambda o, d: each(o, lambda x: x.numpy()),
+}
+
+
+def describe(x):
+    if isinstance(x, torch.Tensor):
+        return {"tensor": x.detach().cpu().tolist(), "dtype": str(x.dtype), "device": x.device.type,
+                "requires_grad": x.requires_grad}
+    if isinstance(x, torch.UntypedStorage):
+        return {"untyped": x.tolist(), "device": x.device.type}
+    if isinstance(x, torch.TypedStorage):
+        return {"typed": x.tolist(), "dtype": str(x.dtype), "device": x.device.type}
+    if isinstance(x, torch.nn.Module):
+        return {"module": type(x).__name__, "state": describe(x.state_dict())}
+    if isinstance(x, dict):
+        return {"dict": {k: describe(v) for k, v in x.items()}}
+    if isinstance(x, np.ndarray):
+        return {"numpy": x.tolist(), "dtype": str(x.dtype)}
+    return {"value": x}
+
+
+def outcome(call, device):
+    try:
+        return describe(CALLS[call](make(device), device))
+    except Exception as e:
+        return {"raises": type(e).__name__, "message": str(e)[:300]}
+
+
+for call in sys.argv[2:]:
+    print("CASE", call, flush=True)
+    print("RESULT", json.dumps({"call": call, "cpu": outcome(call, "cpu"), "xla": outcome(call, "xla")}),
+          flush=True)
+print("DONE", flush=True)
+"""
+
+
+@pytest.fixture(scope="module")
+def children():
+    """One subprocess per object, all started at once (each imports torch, jax and xlanb)."""
+    procs = {kind: subprocess.Popen([sys.executable, "-c", CHILD, kind, *CALLS], stdout=subprocess.PIPE,
+                                    stderr=subprocess.PIPE, text=True) for kind in OBJECTS}
+    yield {kind: p.communicate(timeout=300) + (p.returncode,) for kind, p in procs.items()}
+
+
+def devices(d) -> set:
+    if isinstance(d, dict):
+        return {v for k, v in d.items() if k == "device"} | set().union(*(devices(v) for v in d.values()))
+    return set()
+
+
+def without_devices(d):
+    if isinstance(d, dict):
+        return {k: without_devices(v) for k, v in d.items() if k != "device"}
+    return d
+
+
+@pytest.mark.parametrize("kind", OBJECTS)
+def test_every_storage_and_serialization_call_survives_and_matches_cpu(children, kind):
+    out, err, returncode = children[kind]
+    results = {r["call"]: r for r in (json.loads(line[7:]) for line in out.splitlines() if line.startswith("RESULT "))}
+    started = [line[5:] for line in out.splitlines() if line.startswith("CASE ")]
+    assert returncode == 0 and "DONE" in out, (
+        f"the process died (returncode {returncode}) in {kind}: {started[-1] if started else 'startup'}\n{err[-3000:]}")
+    for call in CALLS:
+        cpu, xla = results[call]["cpu"], results[call]["xla"]
+        case = f"{call} of an xla {kind}: {xla}"
+        if (call, kind) in LIKE_CUDA:
+            assert xla.get("raises") == LIKE_CUDA[call, kind], case
+        elif "raises" in cpu:
+            assert xla.get("raises") == cpu["raises"], case
+        else:
+            assert "raises" not in xla, case
+            assert devices(xla) <= {RESULT_DEVICE.get(call)}, case
+            assert without_devices(xla) == without_devices(cpu), case
+
+
+def test_a_saved_xla_storage_loads_without_xlanb(tmp_path):
+    """torch.save writes CPU copies tagged "cpu": a process without xlanb loads them."""
+    t = torch.arange(6.0, device="xla")
+    path = tmp_path / "saved.pt"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.save({"tensor": t, "untyped": t.untyped_storage(), "typed": t.clone().storage()}, path)
+    code = f"""
+        import warnings, torch
+        warnings.simplefilter("ignore")
+        d = torch.load({str(path)!r})
+        print(d["tensor"].device, d["untyped"].device, d["typed"].tolist())
+    """
+    done = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True, timeout=300,
+                          env={k: v for k, v in os.environ.items() if not k.startswith("XLANB_")})
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.split() == ["cpu", "cpu", "[0.0,", "1.0,", "2.0,", "3.0,", "4.0,", "5.0]"]
+
+
+@pytest.mark.parametrize("legacy", [False, True])
+def test_load_to_xla_gives_tensors_of_their_dtype_that_share_and_take_writes(legacy):
+    """Each loaded storage is uploaded in the dtype of the first tensor that views it: a tensor
+    loaded onto xla takes in-place writes, and views saved together still share."""
+    base = torch.arange(12.0).reshape(3, 4)
+    saved = {"base": base, "row": base[1], "half": torch.randn(4).bfloat16(),
+             "complex": torch.randn(3, dtype=torch.cfloat), "long": torch.arange(5),
+             "flag": torch.tensor([True, False])}
+    f = io.BytesIO()
+    torch.save(saved, f, _use_new_zipfile_serialization=not legacy)
+    f.seek(0)
+    loaded = torch.load(f, map_location="xla")
+    for name, t in loaded.items():
+        assert t.device.type == "xla" and t.dtype == saved[name].dtype, name
+        assert torch.equal(t.cpu(), saved[name]), name
+    loaded["base"].add_(1)
+    assert loaded["row"].cpu().tolist() == [5.0, 6.0, 7.0, 8.0]
+    loaded["complex"].mul_(2)
+    assert torch.equal(loaded["complex"].cpu(), saved["complex"] * 2)
+
+
+def test_a_module_loaded_to_xla_trains():
+    torch.manual_seed(0)
+    f = io.BytesIO()
+    torch.save(torch.nn.Linear(3, 2), f)
+    f.seek(0)
+    lin = torch.load(f, map_location="xla", weights_only=False)
+    assert lin.weight.device.type == "xla" and isinstance(lin.weight, torch.nn.Parameter)
+    before = lin.weight.detach().cpu()
+    lin(torch.ones(1, 3, device="xla")).sum().backward()
+    torch.optim.SGD(lin.parameters(), lr=0.5).step()
+    torch.testing.assert_close(lin.weight.detach().cpu(), before - 0.5)
+
+
+def test_a_storage_keeps_its_value_once_its_tensors_are_gone():
+    s = torch.arange(3.0, device="xla").untyped_storage()
+    copied = s.clone()
+    assert copied.device.type == "xla" and copied.data_ptr() != s.data_ptr()
+    assert copied.tolist() == s.tolist() == torch.arange(3.0).untyped_storage().tolist()
+    assert s.float().tolist() == torch.arange(3.0).untyped_storage().float().tolist()
+
+
+def test_a_storage_goes_with_its_last_reference():
+    """No reference cycle through a storage's methods: its device value is freed at once, as the
+    tensor's is, not at the next garbage collection."""
+    import gc
+    import weakref
+    from xlanb.capture.tensor import storage_of
+
+    t = torch.arange(3.0, device="xla")
+    s, cell = t.untyped_storage(), weakref.ref(storage_of(t))
+    gc.disable()
+    try:
+        del t
+        assert cell() is not None and s.share_memory_() is s
+        del s
+        assert cell() is None
+    finally:
+        gc.enable()
+
+
+def test_storage_calls_that_would_read_the_fake_address_refuse_at_the_call():
+    s = torch.arange(3.0, device="xla").untyped_storage()
+    with pytest.raises(RuntimeError, match="cannot be resized"):
+        s.resize_(24)
+    with pytest.raises(RuntimeError, match="byteswap"):
+        s.byteswap(torch.float32)
+    empty = s.new()
+    assert empty.device.type == "xla" and empty.nbytes() == 0
+    with pytest.raises(RuntimeError, match="made over an xla storage's address"):
+        torch._C.StorageBase._write_file(s, io.BytesIO(), False, True, 1)     # torch's own, no recursion
+    with pytest.raises(RuntimeError, match="xla:1"):
+        f = io.BytesIO()
+        torch.save(torch.ones(2), f)
+        f.seek(0)
+        torch.load(f, map_location="xla:1")

@@ -109,6 +109,23 @@ def test_inf_is_not_a_nan():
         assert torch.allclose(probs.cpu(), torch.tensor([[0.0, 0.5, 0.5]] * 2))
 
 
+def test_both_infinities_in_one_output_are_not_a_nan():
+    """The graph's flag sums each output (inf - inf sets it); the outputs are then checked exactly."""
+    with override(debug_nans=True):
+        x = xla([1.0, -1.0, 2.0])
+        both = x / 0.0                                   # [inf, -inf, inf]
+        big = torch.full((4096,), 3e38, device="xla") * xla([1.0]).expand(4096)   # partial sums overflow
+        half = torch.tensor([60000.0, -60000.0] * 64, dtype=torch.float16, device="xla") * 2   # +-inf in float16
+        xlanb.sync()
+        assert both.tolist() == [math.inf, -math.inf, math.inf]
+        assert torch.equal(big.cpu(), torch.full((4096,), 3e38))
+        assert torch.isinf(half.cpu()).all()
+        nan = torch.cat([both, xla([0.0]) / 0.0])       # and a real NaN next to them is still found
+        with pytest.raises(FloatingPointError, match="aten.div"):
+            xlanb.sync()
+        assert math.isnan(nan.cpu()[3])
+
+
 def test_integer_outputs_are_not_checked_and_a_clean_graph_runs_once():
     with override(debug_nans=True):
         x = xla([1.0, 2.0])

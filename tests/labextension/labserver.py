@@ -88,6 +88,39 @@ def open_page(browser, lab: "Lab", width: int = 1440, height: int = 1000):
     return page, errors
 
 
+STATIC = REPO / "xlanb" / "notebook" / "static"     # the report widget's bundle (make widget)
+WIDGET_PAGE = """<html><head><link rel="stylesheet" href="/widget.css"></head><body><div id="out"></div>
+<script type="module">
+import widget from "/widget.js";
+const report = await (await fetch("/report.json")).json();
+widget.render({model: {get: () => report, on() {}, off() {}}, el: document.getElementById("out")});
+document.body.dataset.drawn = "yes";
+</script></body></html>"""
+
+
+def widget_page(browser, report_json: dict, width: int = 1200, height: int = 900):
+    """A page that draws `report_json` with the report widget's bundle (the extension's renderReport,
+    as xlanb/notebook/static/widget.js bundles it), served by Playwright's routing; returns (page,
+    errors) once it is drawn: page errors and console errors."""
+    assert (STATIC / "widget.js").is_file(), "the widget bundle is missing: make widget"
+    css = STATIC / "widget.css"
+    files = {"/": (WIDGET_PAGE, "text/html"), "/widget.js": ((STATIC / "widget.js").read_text(), "text/javascript"),
+             "/widget.css": (css.read_text() if css.is_file() else "", "text/css"),
+             "/report.json": (json.dumps(report_json, allow_nan=False), "application/json")}
+    page = browser.new_page(viewport={"width": width, "height": height})
+    errors: list[str] = []
+    page.on("pageerror", lambda e: errors.append(f"pageerror: {e}"))
+    page.on("console", lambda m: errors.append(f"console: {m.text}") if m.type == "error" else None)
+
+    def serve(route):
+        body, kind = files[route.request.url.removeprefix("http://xlanb.test")]
+        route.fulfill(status=200, body=body, content_type=kind)
+    page.route("http://xlanb.test/**", serve)
+    page.goto("http://xlanb.test/")
+    page.wait_for_selector("body[data-drawn=yes]", state="attached")
+    return page, errors
+
+
 class Lab:
     """`with Lab(tmp_path, cells, disabled=[...]) as lab:` then open lab.url in a browser."""
 

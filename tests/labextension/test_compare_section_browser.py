@@ -8,33 +8,21 @@ scripts and style off. The screenshots go to test-output/labextension/.
 Skipped when /usr/bin/chromium or playwright is missing, unless REQUIRE_BROWSER_TESTS=1 (.ci/run).
 """
 
-import json
 import math
-import pathlib
 import re
 
 import pytest
 import torch
 
 import xlanb
-from labserver import OUTPUT, playwright_or_skip
+from labserver import OUTPUT, playwright_or_skip, widget_page
 from xlanb import events as ev
 from xlanb.report import CellContext, Cells, build_report, render_html, render_json
 from xlanb.report.format import format_error
 
 sync_api = playwright_or_skip()
 expect = sync_api.expect
-
-STATIC = pathlib.Path(xlanb.__file__).parent / "notebook" / "static"
 pytestmark = pytest.mark.timeout(120)
-
-PAGE = """<html><head><link rel="stylesheet" href="/widget.css"></head><body><div id="out"></div>
-<script type="module">
-import widget from "/widget.js";
-const report = await (await fetch("/report.json")).json();
-widget.render({model: {get: () => report, on() {}, off() {}}, el: document.getElementById("out")});
-document.body.dataset.drawn = "yes";
-</script></body></html>"""
 
 CELL = "/tmp/ipykernel_1/4242.py"
 HINT = ("aten.mm.default multiplies float32 under torch.set_float32_matmul_precision('medium'): XLA runs its "
@@ -61,22 +49,8 @@ def compare_report():
 
 
 def test_compare_section_in_the_extension_renderer(browser):
-    assert (STATIC / "widget.js").is_file(), "the widget bundle is missing: make widget"
     r = compare_report()
-    data = render_json(r)
-    files = {"/": (PAGE, "text/html"), "/widget.js": ((STATIC / "widget.js").read_text(), "text/javascript"),
-             "/widget.css": ((STATIC / "widget.css").read_text() if (STATIC / "widget.css").is_file() else "",
-                             "text/css"),
-             "/report.json": (json.dumps(data, allow_nan=False), "application/json")}
-    page = browser.new_page(viewport={"width": 1200, "height": 900})
-    errors: list[str] = []
-    page.on("pageerror", lambda e: errors.append(f"pageerror: {e}"))
-    page.on("console", lambda m: errors.append(f"console: {m.text}") if m.type == "error" else None)
-    page.route("http://xlanb.test/**", lambda route: route.fulfill(
-        status=200, body=files[re.sub(r"^http://xlanb\.test", "", route.request.url)][0],
-        content_type=files[re.sub(r"^http://xlanb\.test", "", route.request.url)][1]))
-    page.goto("http://xlanb.test/")
-    expect(page.locator("body[data-drawn=yes]")).to_have_count(1)
+    page, errors = widget_page(browser, render_json(r))
     report = page.locator(".xlanb-lab-report")
     assert report.locator("details.xl-top").evaluate("d => d.open"), "a divergence opens the report by itself"
     (bad, good) = r.compare.regions

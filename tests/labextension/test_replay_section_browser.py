@@ -8,30 +8,18 @@ that only replayed gets its report. The screenshots go to test-output/labextensi
 Skipped when /usr/bin/chromium or playwright is missing, unless REQUIRE_BROWSER_TESTS=1 (.ci/run).
 """
 
-import json
-import pathlib
 import re
 
 import pytest
 import torch
 
 import xlanb
-from labserver import OUTPUT, Lab, open_page, playwright_or_skip
+from labserver import OUTPUT, Lab, open_page, playwright_or_skip, widget_page
 from xlanb.report import build_report, render_html, render_json
 
 sync_api = playwright_or_skip()
 expect = sync_api.expect
-
-STATIC = pathlib.Path(xlanb.__file__).parent / "notebook" / "static"
 pytestmark = pytest.mark.timeout(240)
-
-PAGE = """<html><head><link rel="stylesheet" href="/widget.css"></head><body><div id="out"></div>
-<script type="module">
-import widget from "/widget.js";
-const report = await (await fetch("/report.json")).json();
-widget.render({model: {get: () => report, on() {}, off() {}}, el: document.getElementById("out")});
-document.body.dataset.drawn = "yes";
-</script></body></html>"""
 
 
 def replay_report():
@@ -60,22 +48,8 @@ def replay_report():
 
 
 def test_replay_section_in_the_extension_renderer(browser):
-    assert (STATIC / "widget.js").is_file(), "the widget bundle is missing: make widget"
     r = replay_report()
-    data = render_json(r)
-    files = {"/": (PAGE, "text/html"), "/widget.js": ((STATIC / "widget.js").read_text(), "text/javascript"),
-             "/widget.css": ((STATIC / "widget.css").read_text() if (STATIC / "widget.css").is_file() else "",
-                             "text/css"),
-             "/report.json": (json.dumps(data), "application/json")}
-    page = browser.new_page(viewport={"width": 1200, "height": 900})
-    errors: list[str] = []
-    page.on("pageerror", lambda e: errors.append(f"pageerror: {e}"))
-    page.on("console", lambda m: errors.append(f"console: {m.text}") if m.type == "error" else None)
-    page.route("http://xlanb.test/**", lambda route: route.fulfill(
-        status=200, body=files[re.sub(r"^http://xlanb\.test", "", route.request.url)][0],
-        content_type=files[re.sub(r"^http://xlanb\.test", "", route.request.url)][1]))
-    page.goto("http://xlanb.test/")
-    expect(page.locator("body[data-drawn=yes]")).to_have_count(1)
+    page, errors = widget_page(browser, render_json(r))
     report = page.locator(".xlanb-lab-report")
     expect(report.locator(".xl-summary")).to_contain_text(re.compile(r"\d+ executed \(3 replayed\)"))
     section = report.locator("details.xl-replay")

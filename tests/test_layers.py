@@ -6,7 +6,7 @@ import ast
 import pathlib
 
 ROOT = pathlib.Path(__file__).resolve().parents[1] / "xlanb"
-LAYERS = ["_requirements", "_config", "events", "state", "ir", "lower", "runtime", "capture", "hooks", "metrics", "debug",
+LAYERS = ["_requirements", "_config", "config", "events", "state", "ir", "lower", "runtime", "capture", "hooks", "metrics", "debug",
           "dynamo", "report", "spmd", "loader", "compat", "selfcheck", "notebook"]
 
 

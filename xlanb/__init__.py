@@ -18,7 +18,7 @@ from xlanb import _requirements
 
 _requirements.check(_torch.__version__, _jax.__version__)
 
-from xlanb import debug, hooks, metrics
+from xlanb import config, debug, hooks, metrics
 from xlanb.capture import install as _install_capture
 from xlanb.capture.compare import compare
 from xlanb.capture.modes import compile, eager_mode, eager_mode_context, is_eager_mode
@@ -31,7 +31,8 @@ from xlanb.state import Runtime, runtime_state
 __version__ = "0.1.0"
 __all__ = [
     "device", "sync", "wait", "compile", "compare", "eager_mode", "is_eager_mode", "eager_mode_context",
-    "manual_seed", "metrics", "debug", "hooks", "runtime_state", "reset", "Runtime", "__version__", "DeviceLoader",
+    "manual_seed", "metrics", "debug", "hooks", "config", "runtime_state", "reset", "Runtime", "__version__",
+    "DeviceLoader",
 ]
 
 

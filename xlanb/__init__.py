@@ -9,7 +9,6 @@
 
 from __future__ import annotations
 
-import functools as _functools
 
 import jax as _jax
 import torch as _torch
@@ -51,24 +50,9 @@ def _install() -> _torch.device:
 _device = _install()
 
 
-def _hook_torch_compile() -> None:
-    """`torch.compile(..., backend="xlanb")` registers the backend on first use (xlanb.dynamo), so
-    importing xlanb does not import torch._dynamo (about a second)."""
-    original = _torch.compile
-    if getattr(original, "_xlanb_hooked", False):
-        return
-
-    @_functools.wraps(original)
-    def compile(*args, **kwargs):
-        if kwargs.get("backend") == "xlanb":
-            from xlanb import dynamo
-            dynamo.register()
-        return original(*args, **kwargs)
-    compile._xlanb_hooked = True
-    _torch.compile = compile
-
-
-_hook_torch_compile()
+# torch.compile(..., backend="xlanb") finds the backend through the package's torch_dynamo_backends
+# entry point (xlanb/dynamo/entry.py): importing xlanb imports no torch._dynamo (about a second) and
+# leaves torch.compile as torch defined it.
 
 
 def device(index: int = 0) -> _torch.device:

@@ -1,6 +1,8 @@
 """The private dynamo hooks (xlanb/dynamo/_torch_hooks.py): present on the torch versions they are
 tested on, and a clear error (not a crash) on a torch without them."""
 
+import sys
+
 import pytest
 import torch
 
@@ -30,6 +32,13 @@ def test_a_torch_without_the_hook_gets_a_clear_error(monkeypatch):
     monkeypatch.delattr(VariableBuilder, "_type_dispatch_impl")
     monkeypatch.setattr(_torch_hooks, "_installed", [False])
     monkeypatch.setattr(xlanb.dynamo, "_backend", [])
+    from torch._dynamo.backends import registry          # as in a fresh process: torch loads the entry point
+    from importlib.metadata import entry_points
+    (entry,) = [e for e in entry_points(group="torch_dynamo_backends") if e.name == "xlanb"]
+    registry._lazy_import()
+    monkeypatch.delitem(registry._COMPILER_FNS, "xlanb", raising=False)
+    monkeypatch.setitem(registry._BACKENDS, "xlanb", entry)
+    monkeypatch.delitem(sys.modules, "xlanb.dynamo.entry", raising=False)
     assert _torch_hooks.check() == ["VariableBuilder._type_dispatch_impl"]
     with pytest.raises(xlanb.dynamo.DynamoHookMissing) as info:
         torch.compile(lambda x: x + 1, backend="xlanb")

@@ -88,8 +88,9 @@ def _register_backends() -> None:
 
 
 def _alias_compile_backends() -> None:
-    """`torch.compile(..., backend="openxla")` registers the aliases on first use, as "xlanb" does,
-    so installing does not import torch._dynamo."""
+    """`torch.compile(..., backend="openxla")` registers the aliases on first use, so installing the
+    compat layer does not import torch._dynamo. (torch's own registry names "openxla" with an entry
+    that imports torch_xla, so these names cannot come from an entry point as "xlanb" does.)"""
     original = torch.compile
     if getattr(original, "_xlanb_compat_hooked", False):
         return

@@ -190,6 +190,12 @@ class Runtime:
         # end (never donated while it is open)
         self.comparing = None
         self.kept: set = set()
+        # compat (xlanb/compat/steps.py): torch_xla's step closures, (closure, args) to run after the next
+        # sync, in order; async ones go to its background thread; an error an async one raised waits
+        # here for the main thread's next sync
+        self.step_closures: list = []
+        self.async_step_closures: list = []
+        self.async_step_errors: list = []
 
     # --- the public surface ------------------------------------------------------------
     @property

@@ -111,6 +111,28 @@ def test_async_step_closures_run_in_order_off_the_main_thread():
     assert all(name.startswith("xla_step_closures") for _, name in seen)
 
 
+def test_reset_forgets_queued_step_closures_and_an_async_error():
+    import torch_xla.core.xla_model as xm
+    from xlanb.compat.steps import wait_async_closures
+    seen = []
+    xm.add_step_closure(lambda: seen.append("queued before reset"))
+    xm.add_step_closure(lambda: seen.append("async before reset"), run_async=True)
+    xlanb.reset()
+    xm.mark_step()
+    wait_async_closures()
+    assert seen == []
+
+    def fail():
+        raise ValueError("closure failed")
+    xm.add_step_closure(fail, run_async=True)
+    xm.mark_step()
+    wait_async_closures()
+    xlanb.reset()                           # its error belonged to the runtime before the reset
+    xm.add_step_closure(lambda: seen.append("after"))
+    xm.mark_step()
+    assert seen == ["after"]
+
+
 def test_torch_xla_compile_traces_one_graph_and_runs_closures():
     import torch_xla
     import torch_xla.core.xla_model as xm

@@ -22,11 +22,10 @@ from xlanb.capture import modes, realize, rng
 from xlanb.capture.tensor import LazyTensor
 from xlanb.compat import devices
 from xlanb.runtime import executor
+from xlanb.state import runtime_state
 
-_closures: list = []           # (closure, args), run after the next sync, in order
-_async_closures: list = []
-_async_runner: list = []       # the one background thread's executor, made on first use
-_async_errors: list = []       # an exception an async closure raised, re-raised at the next sync
+_rt = runtime_state()          # the queued closures and async errors are the Runtime's (reset() clears them)
+_async_runner: list = []       # the one background thread's executor, made on first use (a resource, not state)
 # f -> {(name, full_graph, max_different_graphs): xlanb's compiled f}: torch_xla counts a function's
 # graphs per function, so compiling the same function again shares its graph count
 _compiled_functions: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
@@ -36,38 +35,40 @@ def add_step_closure(closure, args: tuple = (), run_async: bool = False) -> None
     """Runs `closure(*args)` once the current step has been launched (at the next sync)."""
     if not callable(closure):
         raise TypeError(f"xm.add_step_closure takes a callable, got {type(closure).__name__}")
-    (_async_closures if run_async else _closures).append((closure, tuple(args)))
+    (_rt.async_step_closures if run_async else _rt.step_closures).append((closure, tuple(args)))
 
 
 def run_step_closures() -> None:
     """The closures queued so far: async ones handed to the background thread, then the others
     here, in the order they were added (a closure that adds one queues it for the next step)."""
-    if _async_errors:
-        error = _async_errors[0]
-        _async_errors.clear()
-        _async_closures.clear()
+    if _rt.async_step_errors:
+        error = _rt.async_step_errors[0]
+        _rt.async_step_errors.clear()
+        _rt.async_step_closures.clear()
         raise RuntimeError(f"an asynchronous step closure raised {type(error).__name__}: {error}") from error
-    if _async_closures:
-        pending = list(_async_closures)
-        _async_closures.clear()
+    if _rt.async_step_closures:
+        pending = list(_rt.async_step_closures)
+        _rt.async_step_closures.clear()
         if not _async_runner:
             _async_runner.append(concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="xla_step_closures"))
         for closure, args in pending:
-            _async_runner[0].submit(_run_async, closure, args)
-    if _closures:
-        pending = list(_closures)
-        _closures.clear()
+            _async_runner[0].submit(_run_async, closure, args, _rt.async_step_errors)
+    if _rt.step_closures:
+        pending = list(_rt.step_closures)
+        _rt.step_closures.clear()
         for closure, args in pending:
             closure(*args)
 
 
-def _run_async(closure, args) -> None:
-    if _async_errors:            # an earlier closure failed: the rest do not run
+def _run_async(closure, args, errors: list) -> None:
+    """On the background thread; `errors` is the Runtime's list when the closure was queued (after a
+    reset() its failure is not raised into the fresh runtime)."""
+    if errors:                   # an earlier closure failed: the rest do not run
         return
     try:
         closure(*args)
     except Exception as error:   # kept for the main thread: raised at its next sync
-        _async_errors.append(error)
+        errors.append(error)
 
 
 def wait_async_closures() -> None:

@@ -187,9 +187,10 @@ def catalogue(w5_sizes=("1k", "10k", "100k"), w5_lowered=("1k", "10k")) -> list[
                            f"W3.device_{kind}", f"W3.device_{kind}", target=target))
     from generation import FIGURES as W6_FIGURES       # W6 (HF generate) lives in its own module
     from module_scopes import FIGURES as SCOPE_FIGURES  # so do module scopes' costs
+    from compile_effort import FIGURES as EFFORT_FIGURES  # compile_effort=fast against default
     from debug_nans import FIGURES as NAN_FIGURES       # debug_nans' cost
     from notebook06 import FIGURES as NB06_FIGURES      # and notebook 06's steps in a kernel
-    return figs + W6_FIGURES + SCOPE_FIGURES + NAN_FIGURES + NB06_FIGURES
+    return figs + W6_FIGURES + SCOPE_FIGURES + NAN_FIGURES + EFFORT_FIGURES + NB06_FIGURES
 
 
 def summary(values: list[float]) -> dict:

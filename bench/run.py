@@ -22,6 +22,7 @@ import sys
 import time
 
 import figures
+import compile_effort
 import debug_nans
 import generation
 import module_scopes
@@ -43,7 +44,7 @@ JOBS = [   # (system, script argument, the --only name it belongs to), in the or
     ("jax", "W4", "W4"), ("xlanb", "W4", "W4"), ("xlanb", "W4compile", "W4"), ("xlanb", "W4torch", "W4"),
     ("xlanb", "W4replay", "W4"), ("torch", "W4", "W4"),
     ("xlanb", "W5", "W5"), ("xlanb", "notebook", "notebook"),
-] + generation.JOBS + module_scopes.JOBS + debug_nans.JOBS + notebook06.JOBS
+] + generation.JOBS + module_scopes.JOBS + debug_nans.JOBS + compile_effort.JOBS + notebook06.JOBS
 ALIASES = {"lowering": "W1", "memory": "W3"}
 NOT_MEASURED = [
     "W5 at 100k nodes: trace, hash and key only. Lowering 100k nodes took about 40 s (machine under load), and XLA's "
@@ -60,6 +61,7 @@ def run_job(system: str, arg: str, timeout: float) -> tuple[list[dict], str]:
         command = ([generation.SCRIPT, system] if arg == "W6" else
                    [module_scopes.SCRIPT, *module_scopes.ARGS] if arg == "scopes" else
                    [debug_nans.SCRIPT, *debug_nans.ARGS] if arg == "debug_nans" else
+                   [compile_effort.SCRIPT, *compile_effort.ARGS] if arg == "compile_effort" else
                    [notebook06.SCRIPT, *notebook06.ARGS] if arg == "notebook06" else [SCRIPTS[system], arg])
         out = subprocess.run([sys.executable, *command], capture_output=True, text=True, env=env,
                              cwd=HERE, timeout=timeout)
@@ -150,7 +152,7 @@ def write_docs(result: dict) -> None:
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--only", default="", help="comma-separated: W1,W2,W3,W4,W5,W6,notebook,scopes,debug_nans,notebook06 (lowering=W1, memory=W3)")
+    parser.add_argument("--only", default="", help="comma-separated: W1,W2,W3,W4,W5,W6,notebook,scopes,debug_nans,compile_effort,notebook06 (lowering=W1, memory=W3)")
     parser.add_argument("--budget", type=float, default=780, help="seconds: start no round that would end later")
     parser.add_argument("--timeout", type=float, default=300, help="seconds per process")
     parser.add_argument("--json", help=f"where to write the results (default {LATEST.relative_to(ROOT)}, "

@@ -36,6 +36,11 @@ class Config:
     tracebacks: str = "user"        # XLANB_TRACEBACKS: user (an op's error ends at the user's line) | full
     debug_nans: bool = False        # XLANB_DEBUG_NANS=1: a graph whose float outputs hold a NaN raises, naming
                                     # the op that made it (JAX's jax_debug_nans, per PyTorch op)
+    compile_effort: str = "default"  # XLANB_COMPILE_EFFORT: default | fast (XLA optimizes less: shorter compiles,
+                                    # maybe slower steps; runtime/stages.py)
+
+
+COMPILE_EFFORTS = ("default", "fast")
 
 
 def _env_bool(value: str) -> bool:
@@ -58,6 +63,7 @@ def from_environ(environ=os.environ) -> Config:
         "XLANB_SLOW_COMPILE": ("slow_compile", float),
         "XLANB_TRACEBACKS": ("tracebacks", str),
         "XLANB_DEBUG_NANS": ("debug_nans", _env_bool),
+        "XLANB_COMPILE_EFFORT": ("compile_effort", str),
     }
     values = {}
     for name, raw in environ.items():
@@ -91,6 +97,8 @@ def _validate(cfg: Config) -> None:
         raise ValueError(f"slow_compile must be > 0 seconds, got {cfg.slow_compile}")
     if not 0 < cfg.memory_warning <= 1:
         raise ValueError(f"memory_warning must be a share in (0, 1], got {cfg.memory_warning}")
+    if cfg.compile_effort not in COMPILE_EFFORTS:
+        raise ValueError(f"compile_effort must be 'default' or 'fast', got {cfg.compile_effort!r}")
     if cfg.report not in ("on", "off", "compact", "full"):
         raise ValueError(f"report must be on, off, compact or full, got {cfg.report!r}")
 

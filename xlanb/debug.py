@@ -38,7 +38,7 @@ def hlo_text(*tensors, stage: str = "stablehlo") -> str:
     graph = _graph(tensors)
     if stage == "optimized":
         compiled = _rt.cache.peek(graph.key)
-        return (compiled or lower_graph(graph).compile()).as_text()
+        return (compiled or lower_graph(graph).compile(graph.key.compile_effort)).as_text()
     return lower_graph(graph).as_text(stage)
 
 

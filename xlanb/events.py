@@ -121,6 +121,8 @@ class Change:
             return f"donation changed: {self.before} -> {self.after}"
         if self.kind == "precision":
             return f"matmul precision {self.before!r} -> {self.after!r} (torch.set_float32_matmul_precision)"
+        if self.kind == "effort":
+            return f"compile effort {self.before!r} -> {self.after!r} (xlanb's compile_effort setting)"
         if self.kind == "evicted":
             return f"the same graph was evicted from the cache ({self.after})"
         if self.kind == "growth":      # location holds the dim that grows
@@ -185,6 +187,7 @@ class Compile(Event):
     # XLA's cost analysis of each fusion: (name, flops, transcendentals, bytes accessed)
     fusion_costs: tuple[tuple[str, float, float, float], ...] = ()
     matmul_precision: str = "highest"     # torch's float32 matmul precision the graph was lowered at
+    compile_effort: str = "default"       # how hard XLA optimized it (the compile_effort setting)
 
 
 @dataclasses.dataclass(frozen=True)

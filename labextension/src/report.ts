@@ -140,7 +140,8 @@ export function graphTabs(g: IGraph, opts: IRenderOptions, initial = 0, compact 
       rows.push(['outputs', tensorsText(g.outputs)]);
       rows.push([
         'compile',
-        `lower ${formatMs(g.lower_ms)}, compile ${formatMs(g.compile_ms)}${g.persistent_hit ? ' (disk cache)' : ''}`
+        `lower ${formatMs(g.lower_ms)}, compile ${formatMs(g.compile_ms)}${g.persistent_hit ? ' (disk cache)' : ''}` +
+          (g.compile_effort === 'fast' ? ', compile effort: fast (XLA optimized less)' : '')
       ]);
       rows.push(['matmul precision', precisionText(g.matmul_precision)]);
       rows.push(['execute', `${g.executions}x, ${formatMs(g.execute_ms)}`]);
@@ -266,6 +267,7 @@ function graphSection(g: IGraph, r: IReport, opts: IRenderOptions): HTMLElement 
       ` ${plural(g.nodes, 'op')} \u00b7 compile ${formatMs(g.lower_ms + g.compile_ms)}` +
         `${g.persistent_hit ? ' (disk cache)' : ''}` +
         `${g.matmul_precision && g.matmul_precision !== 'highest' ? ` \u00b7 matmul precision: ${g.matmul_precision}` : ''}` +
+        `${g.compile_effort && g.compile_effort !== 'default' ? ` \u00b7 compile effort: ${g.compile_effort}` : ''}` +
         ` \u00b7 ran ${g.executions}x`
     ),
     g.recompile ? h('span', { class: 'xl-tag xl-recompile xl-small', text: 'recompiled' }) : null

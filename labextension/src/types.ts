@@ -126,6 +126,7 @@ export interface IGraph {
   execute_ms: number;
   fallback_ops: string[];
   matmul_precision?: string; // schema 1.6: torch's float32 matmul precision the graph was lowered at
+  compile_effort?: string; // schema 1.6: how hard XLA optimized it ('default' | 'fast')
   recompile: IRecompile | null;
   ir: IIr;
   dag: IDag | null;

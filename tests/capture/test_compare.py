@@ -189,7 +189,10 @@ def test_dropout_is_not_compared_and_causes_no_divergence(mode):
         model(x).square().mean().backward()
     assert cmp.ok, cmp.table()
     assert cmp.skipped >= 1
-    assert all("random" in why for why in cmp.not_compared), cmp.not_compared
+    # the mask is drawn by a random op (torch 2.9 decomposes dropout to empty_like + bernoulli_: the
+    # empty buffer is not compared either); nothing else is left out
+    assert any("random" in why for why in cmp.not_compared), cmp.not_compared
+    assert all("random" in why or "uninitialized" in why for why in cmp.not_compared), cmp.not_compared
     assert any(r.op == "aten.mul.Tensor" for r in cmp.rows)       # the mask applied: compared, and equal
 
 

@@ -158,7 +158,7 @@ _SINGLE = SingleDeviceSharding
 def eager_replay(fast_key, name: str, meta, buffers: tuple, scalar) -> LazyTensor | None:
     """The op's result if it ran before with these input types (None: take the slow path)."""
     key = _rt.eager_ops.get(fast_key)
-    if key is None or key.matmul_precision != matmul_precision():
+    if key is None or key.matmul_precision != matmul_precision() or key.compile_effort != _rt.config.compile_effort:
         return None
     several = _rt.several_devices
     if several or (several is None and _rt.count_devices()):

@@ -240,6 +240,8 @@ def guard(plan: Trace, args, kwargs) -> str | None:
         return "debug_nans was on when the plan was traced"
     if plan.key is not None and plan.key.matmul_precision != matmul_precision():
         return f"float32 matmul precision {plan.key.matmul_precision!r} -> {matmul_precision()!r}"
+    if plan.key is not None and plan.key.compile_effort != _rt.config.compile_effort:
+        return f"compile_effort {plan.key.compile_effort!r} -> {_rt.config.compile_effort!r}"
     if _rt.rng is not plan.rng:
         return "the random-number state was replaced (xlanb.reset(), or the first random op)"
     if len(args) != len(plan.args) or (kwargs.keys() != plan.kwarg_names):

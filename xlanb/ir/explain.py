@@ -150,6 +150,8 @@ def diff(before: CacheKey, after: CacheKey, graph: Graph | None = None) -> list[
     changes += _sharding_changes(before, after)
     if before.matmul_precision != after.matmul_precision:
         changes.append(Change("precision", 0, before.matmul_precision, after.matmul_precision))
+    if before.compile_effort != after.compile_effort:
+        changes.append(Change("effort", 0, before.compile_effort, after.compile_effort))
     if before.nan_check != after.nan_check:
         changes.append(Change("debug_nans", 0, "on" if before.nan_check else "off", "on" if after.nan_check else "off"))
     if not changes and before == after:
@@ -237,4 +239,4 @@ def _distance(a: CacheKey, b: CacheKey) -> int:
     for x, y in ((_inputs(a), _inputs(b)), (_ops(a), _ops(b))):
         d += sum(p != q for p, q in zip(x, y)) + abs(len(x) - len(y))
     return (d + (a.donate != b.donate) + (a.roots != b.roots) + (a.shardings != b.shardings)
-            + (a.matmul_precision != b.matmul_precision))
+            + (a.matmul_precision != b.matmul_precision) + (a.compile_effort != b.compile_effort))

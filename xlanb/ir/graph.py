@@ -21,6 +21,8 @@ and by the recompile explainer (ir/explain.py), so every miss can name what chan
            float32 dots and convolutions the XLA precision it maps to (ir/precision.py)
   nan_check  debug_nans was on when it ran: the executable also returns one flag, any float output
            is NaN, and donates nothing (runtime/nans.py)
+  compile_effort  the compile_effort setting when the graph was built: how hard XLA optimizes it
+           (the same program, another executable: runtime/stages.py)
 Keys compare exactly, so a hash collision can never pick the wrong executable.
 """
 
@@ -30,6 +32,7 @@ import dataclasses
 import hashlib
 import os
 
+from xlanb._config import config
 from xlanb.events import IrLine, lines_text
 from xlanb.ir.node import Node, Scalar, meta_text
 from xlanb.ir.precision import DEFAULT, matmul_precision
@@ -47,6 +50,7 @@ class CacheKey:
     recycled: tuple = ()
     matmul_precision: str = DEFAULT
     nan_check: bool = False
+    compile_effort: str = "default"
 
     def digest(self) -> str:
         """A short id for reports (stable within a process; never used for lookups)."""
@@ -138,7 +142,8 @@ def build_graph(roots: list[Node], name: str) -> Graph:
         scalar_slot[id(s)] = slot
         uses.append(slot)
     key = CacheKey(tuple(entries), tuple(index[r] for r in roots), tuple(type(s.value) for s in distinct), tuple(uses),
-                   shardings=input_shardings(inputs), matmul_precision=matmul_precision())
+                   shardings=input_shardings(inputs), matmul_precision=matmul_precision(),
+                   compile_effort=config().compile_effort)
     return Graph(name=name, order=order, inputs=inputs, scalars=distinct, roots=list(roots), key=key,
                  scalar_slot=scalar_slot)
 

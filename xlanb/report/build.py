@@ -157,7 +157,7 @@ def _section(c: ev.Compile, runs, ctx: CellContext, detailed: bool) -> GraphSect
         memory=dict(c.memory) if detailed and c.memory else None,
         modules=module_view(lines, dags=detailed),
         fusions=fusions(c.optimized, lines, c.fusion_costs) if detailed else (),
-        matmul_precision=c.matmul_precision,
+        matmul_precision=c.matmul_precision, compile_effort=c.compile_effort,
     )
 
 

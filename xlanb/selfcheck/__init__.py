@@ -301,7 +301,7 @@ def _step_ratio(name: str, what: str, torch_setup, jax_step, steps: int) -> Row:
 
 def check_w3(quick: bool) -> Row:
     device = runtime_state().jax_device()
-    return _step_ratio("W3", "MLP 784-512-10, batch 64, SGD", W.w3_torch, W.w3_jax(device), steps=20)
+    return _step_ratio("W3", "MLP 784-512-10, batch 64, SGD", W.w3_torch, W.w3_jax(device), steps=100)
 
 
 def check_w4(quick: bool) -> Row:

@@ -241,3 +241,57 @@ def test_storage_calls_that_would_read_the_fake_address_refuse_at_the_call():
         torch.save(torch.ones(2), f)
         f.seek(0)
         torch.load(f, map_location="xla:1")
+
+
+CONSTRUCTORS = """
+import json, warnings
+import torch
+import xlanb
+
+warnings.simplefilter("ignore")        # TypedStorage is deprecated
+CASES = {
+    "UntypedStorage(n)": lambda d: torch.UntypedStorage(8, device=d).nbytes(),
+    "UntypedStorage(list)": lambda d: torch.UntypedStorage([1, 2, 3], device=d).tolist(),
+    "UntypedStorage()": lambda d: torch.UntypedStorage(device=d).nbytes(),
+    "UntypedStorage(bad)": lambda d: torch.UntypedStorage("abc", device=d),
+    "UntypedStorage._new_shared": lambda d: torch.UntypedStorage._new_shared(4, device=d).nbytes(),
+    "TypedStorage(n)": lambda d: torch.TypedStorage(4, dtype=torch.float32, device=d).size(),
+    "TypedStorage(list)": lambda d: torch.TypedStorage([1.5, 2], dtype=torch.float32, device=d).tolist(),
+    "storage.to(device)": lambda d: torch.arange(3.0).untyped_storage().to(device=d).float().tolist(),
+    "typed storage.to(device)": lambda d: torch.arange(3.0).storage().to(device=d).tolist(),
+    "to the CPU": lambda d: torch.arange(3.0, device=d).storage().to(device="cpu").tolist(),
+    "new()": lambda d: torch.arange(3.0, device=d).untyped_storage().new().nbytes(),
+    "set_(new storage)": lambda d: list(torch.empty(0, device=d).set_(torch.UntypedStorage(8, device=d)).shape),
+    "copy_ into a new storage": lambda d: torch.UntypedStorage(12, device=d).copy_(
+        torch.arange(3.0).untyped_storage()).float().tolist(),
+}
+for name, case in CASES.items():
+    print("CASE", name, flush=True)
+    out = {}
+    for device in ("cpu", "xla"):
+        try:
+            value = case(device)
+            out[device] = {"value": value}
+        except Exception as e:
+            out[device] = {"raises": type(e).__name__}
+    print("RESULT", json.dumps({"case": name, **out}), flush=True)
+print("DONE", flush=True)
+"""
+
+
+def test_storage_constructors_on_the_device_survive_and_match_cpu():
+    """torch.UntypedStorage(..., device="xla") asked the device's C++ allocator, which xlanb's device
+    has none of: the process died. Each constructor now gives CPU's value on the device, or CPU's error."""
+    done = subprocess.run([sys.executable, "-c", CONSTRUCTORS], capture_output=True, text=True, timeout=300)
+    started = [line[5:] for line in done.stdout.splitlines() if line.startswith("CASE ")]
+    assert done.returncode == 0 and "DONE" in done.stdout, (
+        f"the process died (returncode {done.returncode}) in {started[-1] if started else 'startup'}\n"
+        f"{done.stderr[-3000:]}")
+    results = [json.loads(line[7:]) for line in done.stdout.splitlines() if line.startswith("RESULT ")]
+    assert len(results) == 13
+    for r in results:
+        assert r["xla"] == r["cpu"], r
+    with pytest.raises(RuntimeError, match="xlanb drives one device, 'xla:0'"):
+        torch.UntypedStorage(4, device="xla:1")
+    made = torch.UntypedStorage([7, 8], device="xla")
+    assert made.device == torch.device("xla", 0) and made.tolist() == [7, 8]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import sys
 
 import torch
@@ -62,6 +63,12 @@ class DeviceModule:
     def synchronize(device=None) -> None:
         from xlanb.runtime.executor import wait
         wait()
+
+    @staticmethod
+    @contextlib.contextmanager
+    def device(device):
+        """`with torch.xla.device(d)`, as torch.cuda.device (storage.to(device="xla") enters it): one device."""
+        yield
 
     @staticmethod
     def get_amp_supported_dtype():

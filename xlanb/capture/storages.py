@@ -13,6 +13,10 @@ torch.load(..., map_location="xla") gives xla storages back: each keeps the load
 uploads them when a tensor first views it (set_), in that tensor's dtype, so a loaded tensor is a
 plain xla tensor, not a dtype view of bytes.
 
+torch.UntypedStorage(n, device="xla") (and TypedStorage, which makes one) would ask the device's C++
+allocator for the bytes, and there is none: the constructor makes the storage on the CPU, with
+torch's own argument rules, and moves it (guard_constructor).
+
 One code path for every torch release: torch 2.9's storage.py knows neither the XLA device type
 nor "xla" (its share_memory_ would take the CPU path, torch.save would find no location tag), and
 the instance methods and the registered tag answer for it.
@@ -195,3 +199,22 @@ def _restore(name: str, host, location: str):
 def register_serialization(name: str) -> None:
     """Before torch's own entries for cuda (20) and PrivateUse1 (23), after the CPU's (10)."""
     torch.serialization.register_package(15, functools.partial(_tag, name), functools.partial(_restore, name))
+    guard_constructor(name)
+
+
+_construct = torch._C.StorageBase.__new__
+
+
+def guard_constructor(name: str) -> None:
+    """torch.UntypedStorage(..., device=name): made on the CPU (its checks, its errors) and moved."""
+    def new(cls, *args, device=None, **kwargs):
+        if device is None or torch.device(device).type != name:
+            return _construct(cls, *args, **kwargs) if device is None else _construct(cls, *args, device=device,
+                                                                                        **kwargs)
+        target = torch.device(device)
+        if target.index not in (None, 0):
+            raise RuntimeError(f"xlanb drives one device, '{name}:0': make the storage with device='{name}'")
+        host = _construct(cls, *args, **kwargs)
+        with torch.no_grad():
+            return torch.empty(0, dtype=torch.uint8).set_(host).to(target).untyped_storage()
+    torch.UntypedStorage.__new__ = new

@@ -28,6 +28,28 @@ def to_jax_dtype(dtype: torch.dtype) -> np.dtype:
         raise TypeError(f"xlanb: dtype {dtype} has no XLA equivalent") from None
 
 
+_NARROW_INTS = frozenset(np.dtype(t) for t in (np.int8, np.uint8, np.int16))
+
+
+def cast(x, dtype):
+    """`x` converted to `dtype` as torch's CPU kernels convert (a C++ cast), where XLA's convert
+    differs: a float or complex value to int8, uint8 or int16 truncates to a 32-bit integer and then
+    wraps (200.0 -> int8 -56; XLA saturates to 127); complex to real keeps the real part. For a float
+    outside int32's range (and NaN, inf) C++ leaves the result undefined: CPU gives 0 there, xla the
+    wrapped int32 bound (docs/torch_xla.md has the table); int32 and int64 targets are XLA's convert
+    (the same in range)."""
+    import jax.numpy as jnp
+    dtype = np.dtype(dtype)
+    if x.dtype == dtype:
+        return x
+    if dtype in _NARROW_INTS and jnp.issubdtype(x.dtype, jnp.inexact):
+        real = jnp.real(x) if jnp.issubdtype(x.dtype, jnp.complexfloating) else x
+        return real.astype(np.int32).astype(dtype)
+    if jnp.issubdtype(x.dtype, jnp.complexfloating) and not jnp.issubdtype(dtype, jnp.complexfloating):
+        return jnp.real(x).astype(dtype)
+    return x.astype(dtype)
+
+
 def to_torch_dtype(dtype) -> torch.dtype:
     return NUMPY_TO_TORCH[np.dtype(dtype)]
 

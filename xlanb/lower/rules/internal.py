@@ -6,7 +6,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from xlanb.lower.dtypes import to_jax_dtype
+from xlanb.lower.dtypes import cast, to_jax_dtype
 from xlanb.lower.registry import lookup, lowers
 
 _RESHAPES = {"aten.view.default", "aten._unsafe_view.default", "aten.reshape.default", "aten.alias.default",
@@ -96,13 +96,13 @@ def view_scatter(base, src, chain):
 
 @lowers("aten.copy.default")
 def copy(self, src, non_blocking=False):
-    return jnp.broadcast_to(src.astype(self.dtype), self.shape)
+    return jnp.broadcast_to(cast(src, self.dtype), self.shape)
 
 
 @lowers("aten._to_copy.default")
 def to_copy(x, *, dtype=None, layout=None, device=None, pin_memory=None, non_blocking=False,
             memory_format=None):
-    return x if dtype is None else x.astype(to_jax_dtype(dtype))
+    return x if dtype is None else cast(x, to_jax_dtype(dtype))
 
 
 @lowers("aten.clone.default")

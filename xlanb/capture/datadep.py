@@ -18,6 +18,7 @@ from xlanb.capture import record as rec
 from xlanb.capture.checks import check_index_put, check_indices, check_representable, is_mask
 from xlanb.capture.frames import user_frames
 from xlanb.capture.realize import check_execution, to_cpu
+from xlanb.capture.verdict import check_once
 from xlanb.capture.tensor import LazyTensor, new_tensor, tensor_meta, value, write_value
 from xlanb.ir.node import data_node, intern_meta, make_node
 from xlanb.lower.fallback import host_dispatch
@@ -103,6 +104,7 @@ def nonzero(func, args, kwargs):
     x = args[0]
     if type(x) is not LazyTensor:
         return func(*args, **(kwargs or {}))
+    check_once(func, args, kwargs)
     _cut(str(func))
     count = _count(aten.count_nonzero.default(x), str(func))
     out = aten.nonzero_static.default(x, size=count, fill_value=-1)
@@ -165,6 +167,7 @@ def masked_select(func, args, kwargs):
     x, mask = args[0], args[1]
     if type(x) is not LazyTensor and type(mask) is not LazyTensor:
         return func(*args, **(kwargs or {}))
+    check_once(func, args, kwargs)             # CPU's dtype checks (a uint8 mask is refused)
     x, mask = aten.broadcast_tensors.default([x, mask])
     if x.dim() == 0:
         x, mask = aten.reshape.default(x, [1]), aten.reshape.default(mask, [1])
@@ -199,6 +202,7 @@ def _record_unique(func, x, n, return_inverse, return_counts, consecutive):
 
 def _unique(func, x, kw: dict, consecutive: bool):
     """Counts the distinct values (the cut), then records the unique op of that size."""
+    check_once(func, (x,), kw)
     _cut(str(func))
     count = _distinct(aten.reshape.default(x, [-1]), consecutive)
     n = count if isinstance(count, int) else _count(count, str(func))
@@ -233,6 +237,7 @@ def repeat_interleave(inner):
         repeats = args[0]
         if type(repeats) is not LazyTensor or kwargs.get("output_size") is not None:
             return inner(func, args, kwargs)
+        check_once(func, args, kwargs)
         _cut(str(func))
         kwargs["output_size"] = _count(aten.sum.default(repeats), str(func)) if repeats.numel() else 0
         return inner(func, args, kwargs)

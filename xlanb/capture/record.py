@@ -14,6 +14,7 @@ from xlanb.capture import rng
 from xlanb.capture.checks import (check_dtype_arguments, check_representable, check_select_from_empty_dim,
                                   raise_cpu_verdict_on_empty)
 from xlanb.capture.frames import user_location
+from xlanb.capture.verdict import PROBED, cpu_verdict, with_cpu_dtypes
 from xlanb.state import runtime_state
 from xlanb.capture.tensor import LazyTensor, new_tensor, value
 from xlanb.ir.node import Meta, Node, Scalar, data_node, lift, make_node, meta_of
@@ -186,27 +187,27 @@ def infer_meta(func, plan: OpPlan, nargs, nkwargs, on_miss=None):
         text = str(e)
         if "meta tensor" in text or "data-dependent" in text:   # needs the data, not a shape error
             raise NoMetaKernel(text) from e
-        out = cpu_verdict(func, margs, mkwargs)    # CPU's error, or CPU's result where CPU accepts
+        out = cpu_answer(func, margs, mkwargs)     # CPU's error, or CPU's result where CPU accepts
         if out is None:
             raise
         out = tuple(o.to("meta") if isinstance(o, torch.Tensor) else o for o in out) \
             if isinstance(out, (tuple, list)) else out.to("meta") if isinstance(out, torch.Tensor) else out
-    except (IndexError, ValueError, TypeError, AttributeError):     # a meta kernel's Python error: CPU's type wins
+    except (IndexError, ValueError, TypeError, AttributeError, AssertionError):   # a meta kernel's Python error: CPU's type wins
         raise_cpu_error(func, margs, mkwargs)
         raise
     check_representable(plan.name, out)
     tensors = [a for a in margs if isinstance(a, torch.Tensor)]
     if any(a.dim() > 64 for a in tensors):        # CPU's kernels take up to 64 dims; meta kernels do not check
         raise_cpu_error(func, margs, mkwargs)
-    if tensors and all(a.numel() == 0 and a.dtype in _PROBED for a in tensors):
+    if tensors and all(a.numel() == 0 and a.dtype in PROBED for a in tensors):
         raise_cpu_verdict_on_empty(func, margs, mkwargs)
     if on_miss is not None:
         on_miss(margs, mkwargs)
     if _POINTWISE in func.tags:
-        if all(a.dtype in _PROBED for a in tensors):
+        if all(a.dtype in PROBED for a in tensors):
             out = _pointwise_on_cpu(func, margs, mkwargs, out, sum(a.numel() for a in tensors) <= 4096)
-    elif any(a.dtype == torch.bool for a in tensors) and sum(a.numel() for a in tensors) <= 4096:
-        _check_bool_kernel_on_cpu(func, margs, mkwargs)
+    else:
+        out = with_cpu_dtypes(func, out, cpu_verdict(func, margs, mkwargs, out))
     fix = _CPU_META.get(plan.name)
     if fix is not None:
         out = fix(func, margs, mkwargs, out)
@@ -282,11 +283,6 @@ def _on_cpu(x):
 
 _POINTWISE = torch.Tag.pointwise
 _PROBE_ERRORS = (RuntimeError, NotImplementedError, TypeError)
-# dtypes whose CPU kernels are the reference (half and float8 kernels are sparser on CPU than on
-# accelerators: no probe there; complex ones are complete, and refuse what no backend computes,
-# floor or sign of a complex number)
-_PROBED = {torch.bool, torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64, torch.float32,
-           torch.float64, torch.complex64, torch.complex128}
 
 
 def _one(x, laid_out: bool):
@@ -308,38 +304,26 @@ def _pointwise_on_cpu(func, margs, mkwargs, out, small: bool):
     float, abs of bool), and for some layouts pick other output strides than CPU's
     TensorIterator (size-1 dims with odd strides). The op runs once per new signature on CPU
     ones: of the real shapes and strides when the inputs are small (CPU's output layout is then
-    taken), else of one element (any shape broadcasts with them). CPU's error is raised."""
+    taken), else of one element (any shape broadcasts with them). CPU's error is raised, and CPU's
+    result dtype taken where the meta kernel's differs (prims.signbit)."""
     try:
         with torch.no_grad(), host_dispatch():
             cpu = func(*[_one(a, small) for a in margs], **{k: _one(v, small) for k, v in mkwargs.items()})
     except _PROBE_ERRORS as cpu_error:
         raise type(cpu_error)(str(cpu_error)) from None
     if (small and isinstance(out, torch.Tensor) and isinstance(cpu, torch.Tensor) and cpu.shape == out.shape
-            and cpu.dtype == out.dtype and cpu.stride() != out.stride() and not func._schema.is_mutable):
+            and cpu.stride() != out.stride() and not func._schema.is_mutable):
         return torch.empty_strided(cpu.shape, cpu.stride(), dtype=cpu.dtype, device="meta")
-    return out
-
-
-def _check_bool_kernel_on_cpu(func, margs, mkwargs) -> None:
-    """CPU has no bool kernel for many ops that XLA computes (`@` of bool tensors): a small op
-    with bool inputs runs once per signature on CPU zeros and CPU's "not implemented for 'Bool'"
-    is raised."""
-    try:
-        with torch.no_grad(), host_dispatch():
-            func(*[_on_cpu(a) for a in margs], **{k: _on_cpu(v) for k, v in mkwargs.items()})
-    except NotImplementedError as cpu_error:
-        raise NotImplementedError(str(cpu_error)) from None
-    except Exception:       # noqa: BLE001 - only the missing-kernel error is CPU's verdict on the dtype
-        pass
+    return with_cpu_dtypes(func, out, cpu)
 
 
 def raise_cpu_error(func, margs, mkwargs) -> None:
     """Re-raises a shape or dtype error with the message torch gives on CPU (meta kernels
     word some errors differently). Only for small inputs; otherwise the meta error stands."""
-    cpu_verdict(func, margs, mkwargs)
+    cpu_answer(func, margs, mkwargs)
 
 
-def cpu_verdict(func, margs, mkwargs):
+def cpu_answer(func, margs, mkwargs):
     """The op run on CPU zeros of the same shapes and dtypes: CPU's error raised as CPU raises it,
     or CPU's result where CPU accepts what a meta kernel refused (a meta kernel can be stricter
     than the CPU kernel: torch 2.15's all.out takes only a bool out, CPU's a uint8 one too).

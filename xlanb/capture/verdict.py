@@ -1,0 +1,196 @@
+"""CPU's verdict on an op signature: what torch's CPU kernel refuses for reasons that do not depend
+on the values (dtypes, scalar types, internal overlap of a written tensor, unsupported dtype and
+op pairs) is refused at the op, with CPU's exception type and text; and the result dtype is CPU's
+where a meta kernel answers another (prims.signbit: float, CPU: bool).
+
+The op runs on CPU probe tensors of the same dtypes, shapes, strides and storage offsets, once
+per signature (the callers cache: record.infer_meta's meta cache, one dict for the data-dependent
+ops). An error counts only when two fills give the same type and text: zeros (every index valid),
+then ones for integers and a fixed normal sample for floats (a matrix that zeros make singular is
+not). Integer tensors can carry values no fill satisfies (segment_reduce's lengths must sum to the
+data's size): with one among the inputs, an error counts only when it is about types or overlap
+(it names a dtype, a scalar type, a missing kernel or the written memory). Small signatures (up to VERDICT_ELEMENTS elements in and out) run at their real shapes;
+larger ones run at a stand-in of at most 2 per dim that keeps each expanded (stride-0) dim, and
+only the verdicts no shape decides count there: a missing kernel for a dtype (NotImplementedError)
+and overlap of the written tensor.
+
+A probe's storage holds at least as many elements as its tensor, so a CPU kernel that writes an
+overlapping out= tensor without checking (torch's _softmax.out) stays inside it. Ops that draw
+random numbers run with the CPU generator's state put back; views compute nothing and are not run.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+import warnings
+
+import torch
+
+from xlanb.lower.fallback import host_dispatch
+
+VERDICT_ELEMENTS = 4096
+# dtypes whose CPU kernels are the reference (half and float8 kernels are sparser on CPU than on
+# accelerators: no probe there; complex ones are complete, and refuse what no backend computes,
+# floor or sign of a complex number)
+PROBED = frozenset({torch.bool, torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64, torch.float32,
+                    torch.float64, torch.complex64, torch.complex128})
+_ERRORS = (RuntimeError, IndexError, ValueError, TypeError, NotImplementedError)
+_OVERLAP = ("unsupported operation: more than one element of the written-to tensor",
+            "unsupported operation: some elements of the input tensor and the written-to tensor")
+_ABOUT_TYPES = re.compile(r"\b(bool|byte|char|short|int|long|float|double|half|bfloat16|complex\w*|u?int(8|16|32|64)(_t)?"
+                          r"|dtypes?)(tensor)?\b|scalar type|converted to type|memory location", re.IGNORECASE)
+_NOT_RUN = frozenset({"_local_scalar_dense", "_assert_async", "_assert_scalar", "_print", "record_stream",
+                      "sym_constrain_range", "sym_constrain_range_for_size", "_functional_sym_constrain_range",
+                      "set_", "_make_dep_token", "lift_fresh", "lift_fresh_copy"})
+
+
+class _Unprobeable(Exception):
+    """An argument no CPU probe stands for (a storage, a generator)."""
+
+
+def _tensors(x):
+    if isinstance(x, torch.Tensor):
+        yield x
+    elif isinstance(x, (list, tuple)):
+        for y in x:
+            yield from _tensors(y)
+
+
+def _sample(n: int, dtype: torch.dtype) -> torch.Tensor:
+    g = torch.Generator().manual_seed(n)
+    return torch.randn(n, generator=g, dtype=torch.float64).to(dtype)
+
+
+def _probe(x: torch.Tensor, fill: int, standin: bool) -> torch.Tensor:
+    shape, strides, offset = tuple(x.shape), tuple(x.stride()), x.storage_offset()
+    if standin:             # at most 2 per dim; an expanded dim stays expanded, the others contiguous
+        shape = tuple(min(n, 2) for n in shape)
+        expanded = [s == 0 and n > 1 for n, s in zip(shape, strides)]
+        strides, step = [0] * len(shape), 1
+        for i in reversed(range(len(shape))):
+            if not expanded[i]:
+                strides[i], step = step, step * shape[i]
+        strides, offset = tuple(strides), 0
+    numel = 1
+    for n in shape:
+        numel *= n
+    extent = offset + 1 + sum((n - 1) * s for n, s in zip(shape, strides)) if numel else offset
+    size = max(extent, offset + numel, 1)
+    if fill == 0 or x.dtype == torch.bool or not (x.dtype.is_floating_point or x.dtype.is_complex):
+        base = torch.full((size,), fill, dtype=x.dtype)
+    else:
+        base = _sample(size, x.dtype)
+    return base.as_strided(shape, strides, offset)
+
+
+def _probes(x, fill: int, standin: bool):
+    if isinstance(x, torch.Tensor):
+        return _probe(x, fill, standin)
+    if isinstance(x, (list, tuple)):
+        return type(x)(_probes(y, fill, standin) for y in x)
+    if isinstance(x, torch.device):
+        return torch.device("cpu")
+    if isinstance(x, (torch.UntypedStorage, torch.TypedStorage, torch.Generator)):
+        raise _Unprobeable
+    return x
+
+
+def _rng_kept(func):
+    if torch.Tag.nondeterministic_seeded in func.tags:
+        return torch.random.fork_rng(devices=[])
+    return contextlib.nullcontext()
+
+
+def runs_on_cpu(func) -> bool:
+    """Whether the verdict runs this op at all (not a view, a value read or an assertion)."""
+    namespace = getattr(func, "namespace", "")
+    return (namespace in ("aten", "prims") and not func.is_view
+            and func._schema.name.split("::")[-1] not in _NOT_RUN)
+
+
+def cpu_verdict(func, args, kwargs, out=None):
+    """Raises what CPU raises for this signature whatever the values; returns CPU's result on the
+    first probe (None when the op did not run, or its error depends on the values)."""
+    if not runs_on_cpu(func):
+        return None
+    tensors = list(_tensors((args, tuple(kwargs.values()))))
+    if not tensors or any(t.dtype not in PROBED for t in tensors):
+        return None
+    total = sum(t.numel() for t in tensors) + sum(t.numel() for t in _tensors(out))
+    standin = total > VERDICT_ELEMENTS
+    first = None
+    for fill in (0, 1):
+        try:
+            with torch.no_grad(), host_dispatch(), warnings.catch_warnings(), _rng_kept(func):
+                warnings.simplefilter("ignore")
+                result = func(*_probes(tuple(args), fill, standin),
+                              **{k: _probes(v, fill, standin) for k, v in kwargs.items()})
+        except _Unprobeable:
+            return None
+        except _ERRORS as e:
+            if standin and not (isinstance(e, NotImplementedError) or str(e).startswith(_OVERLAP)):
+                return None
+            if first is None:
+                first = e
+                continue
+            if type(e) is type(first) and str(e) == str(first) and _value_free(e, _read_tensors(func, args, kwargs)):
+                raise type(e)(str(e)) from None
+            return None
+        return None if first is not None or standin else result
+    return None
+
+
+def _read_tensors(func, args, kwargs) -> list:
+    """The tensor arguments the op reads (a written one's values decide no error)."""
+    written = {a.name for a in func._schema.arguments if a.alias_info is not None and a.alias_info.is_write}
+    names = [a.name for a in func._schema.arguments if not a.kwarg_only]
+    read = [a for i, a in enumerate(args) if i >= len(names) or names[i] not in written]
+    read += [v for k, v in kwargs.items() if k not in written]
+    return list(_tensors(read))
+
+
+def _value_free(error: Exception, tensors) -> bool:
+    """Whether an error both fills gave is the signature's, not the values' (see the module doc)."""
+    if all(t.dtype.is_floating_point or t.dtype.is_complex for t in tensors):
+        return True
+    return isinstance(error, NotImplementedError) or bool(_ABOUT_TYPES.search(str(error)))
+
+
+def with_cpu_dtypes(func, out, cpu):
+    """The meta kernel's output with CPU's dtypes where they differ (same shapes)."""
+    if cpu is None or func._schema.is_mutable:
+        return out
+    if isinstance(out, torch.Tensor):
+        if isinstance(cpu, torch.Tensor) and cpu.dtype != out.dtype and cpu.shape == out.shape:
+            return torch.empty_strided(out.shape, out.stride(), dtype=cpu.dtype, device="meta")
+        return out
+    if isinstance(out, (tuple, list)) and isinstance(cpu, (tuple, list)) and len(out) == len(cpu):
+        return type(out)(with_cpu_dtypes(func, o, c) for o, c in zip(out, cpu))
+    return out
+
+
+_checked: dict = {}         # signatures whose verdict an op's own handler asked for (data-dependent ops)
+
+
+def _signature(x):
+    if isinstance(x, torch.Tensor):
+        return (tuple(x.shape), x.stride(), x.storage_offset(), x.dtype)
+    if isinstance(x, (list, tuple)):
+        return tuple(_signature(y) for y in x)
+    return (type(x), x)
+
+
+def check_once(func, args, kwargs) -> None:
+    """cpu_verdict for ops with no meta kernel (their handlers record other ops), once per signature."""
+    try:
+        key = (func, _signature(args), _signature(tuple(sorted(kwargs.items()))) if kwargs else None)
+        if key in _checked:
+            return
+    except TypeError:          # an unhashable argument: checked every time
+        key = None
+    cpu_verdict(func, args, kwargs or {})
+    if key is not None:
+        if len(_checked) > 10_000:
+            _checked.clear()
+        _checked[key] = True

@@ -32,7 +32,8 @@ import numpy as np
 import torch
 
 from xlanb.capture.frames import user_location
-from xlanb.capture.tensor import LazyTensor
+from xlanb.capture.tensor import LazyTensor, new_tensor, value
+from xlanb.capture.verdict import raise_cpu_error
 from xlanb.ir.node import intern_meta, make_node
 from xlanb.lower.fallback import host_dispatch
 from xlanb.state import runtime_state
@@ -104,11 +105,9 @@ def _defer(i: LazyTensor, lo: int, hi: int, errors) -> None:
     if scope is not None and not scope.device_checks:
         return
     error_for = errors()
-    from xlanb.capture.record import outputs_of
-    from xlanb.capture.tensor import value
     node = make_node("xlanb.bounds_check", "xlanb.bounds_check", (value(i), lo, hi), None,
                      intern_meta((2,), torch.int64))
-    _rt.device_checks.append(DeviceCheck(outputs_of(node), error_for, user_location()))
+    _rt.device_checks.append(DeviceCheck(new_tensor(node, node.meta), error_for, user_location()))
 
 
 def raise_failed(ready_only: bool = False) -> None:
@@ -225,7 +224,6 @@ def bounded(name: str):
                 x = args[0]
                 if i.is_floating_point() or i.is_complex():
                     # CPU refuses a non-integer index; some meta kernels do not (embedding on torch 2.9)
-                    from xlanb.capture.record import raise_cpu_error
                     raise_cpu_error(func, args, kwargs or {})
                 if dim_pos is None:
                     size, dim = x.numel(), 0

@@ -9,7 +9,6 @@ from __future__ import annotations
 import sys
 import warnings
 
-import numpy as np
 import torch
 
 from xlanb.capture import bounds

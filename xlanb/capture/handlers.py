@@ -27,7 +27,7 @@ from xlanb.capture.views import _AS_STRIDED, _REINTERPRETING, as_strided_view, c
 from xlanb.capture.mutations import lookup, mutation_handler, resize_, set_, set_storage, unsupported_mutation
 from xlanb.capture.realize import check_execution, copy_across, eager_replay, eager_run, to_cpu
 from xlanb.capture.record import NoMetaKernel, OpPlan, plan_of
-from xlanb.capture.verdict import check_once
+from xlanb.capture.verdict import check_once, raise_cpu_error
 from xlanb.capture.tensor import (LazyTensor, ViewStep, new_tensor, new_view, storage_of, tensor_meta, value,
                                   view_chain, write, write_value)
 from xlanb.state import emit, runtime_state
@@ -53,7 +53,7 @@ def decompose_handler(decomp):
         try:
             out = decomp(*args, **(kwargs or {}))
         except (RuntimeError, IndexError, ValueError, TypeError):
-            rec.raise_cpu_error(func, args, kwargs or {})      # the op's own error, not its decomposition's
+            raise_cpu_error(func, args, kwargs or {})      # the op's own error, not its decomposition's
             raise
         if out is NotImplemented:
             return generic(func, args, kwargs)

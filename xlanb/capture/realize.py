@@ -15,6 +15,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 from jax.sharding import SingleDeviceSharding
+from torch.utils import _pytree as pytree
 
 from xlanb import events
 from xlanb.capture import bounds
@@ -281,6 +282,12 @@ def copy_across(dst: torch.Tensor, src: torch.Tensor) -> torch.Tensor:
     host = src.detach().to(dtype=meta.dtype).expand(meta.shape)
     write(dst, data_node(upload(host), meta))
     return dst
+
+
+def tree_to_cpu(data):
+    """A copy of a pytree of tensors with each xla tensor replaced by its CPU copy (xm.save, the
+    host collectives)."""
+    return pytree.tree_map(lambda v: v.cpu() if type(v) is LazyTensor else v, data)
 
 
 def to_cpu(t: LazyTensor, cause: str = "value access") -> torch.Tensor:

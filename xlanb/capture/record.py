@@ -14,7 +14,7 @@ from xlanb.capture import rng
 from xlanb.capture.checks import (check_dtype_arguments, check_representable, check_select_from_empty_dim,
                                   raise_cpu_verdict_on_empty)
 from xlanb.capture.frames import user_location
-from xlanb.capture.verdict import PROBED, cpu_verdict, with_cpu_dtypes
+from xlanb.capture.verdict import PROBED, cpu_answer, cpu_verdict, raise_cpu_error, with_cpu_dtypes
 from xlanb.state import runtime_state
 from xlanb.capture.tensor import LazyTensor, new_tensor, value
 from xlanb.ir.node import Meta, Node, Scalar, data_node, lift, make_node, meta_of
@@ -271,16 +271,6 @@ def _backward_meta(func, plan: OpPlan, margs):
     return None
 
 
-def _on_cpu(x):
-    if isinstance(x, torch.Tensor):
-        return torch.zeros(x.shape, dtype=x.dtype)
-    if isinstance(x, list):
-        return [_on_cpu(y) for y in x]
-    if isinstance(x, torch.device):
-        return torch.device("cpu")
-    return x
-
-
 _POINTWISE = torch.Tag.pointwise
 _PROBE_ERRORS = (RuntimeError, NotImplementedError, TypeError)
 
@@ -315,26 +305,6 @@ def _pointwise_on_cpu(func, margs, mkwargs, out, small: bool):
             and cpu.stride() != out.stride() and not func._schema.is_mutable):
         return torch.empty_strided(cpu.shape, cpu.stride(), dtype=cpu.dtype, device="meta")
     return with_cpu_dtypes(func, out, cpu)
-
-
-def raise_cpu_error(func, margs, mkwargs) -> None:
-    """Re-raises a shape or dtype error with the message torch gives on CPU (meta kernels
-    word some errors differently). Only for small inputs; otherwise the meta error stands."""
-    cpu_answer(func, margs, mkwargs)
-
-
-def cpu_answer(func, margs, mkwargs):
-    """The op run on CPU zeros of the same shapes and dtypes: CPU's error raised as CPU raises it,
-    or CPU's result where CPU accepts what a meta kernel refused (a meta kernel can be stricter
-    than the CPU kernel: torch 2.15's all.out takes only a bool out, CPU's a uint8 one too).
-    None for inputs too large to run (the meta verdict stands)."""
-    tensors = [a for a in margs if isinstance(a, torch.Tensor)]
-    if sum(t.numel() for t in tensors) > 1 << 20:
-        return None
-    try:
-        return func(*[_on_cpu(a) for a in margs], **{k: _on_cpu(v) for k, v in mkwargs.items()})
-    except (RuntimeError, IndexError, ValueError, TypeError) as cpu_error:
-        raise type(cpu_error)(str(cpu_error)) from None
 
 
 def _out_meta(out):

@@ -170,6 +170,36 @@ def with_cpu_dtypes(func, out, cpu):
     return out
 
 
+def _on_cpu(x):
+    if isinstance(x, torch.Tensor):
+        return torch.zeros(x.shape, dtype=x.dtype)
+    if isinstance(x, list):
+        return [_on_cpu(y) for y in x]
+    if isinstance(x, torch.device):
+        return torch.device("cpu")
+    return x
+
+
+def raise_cpu_error(func, margs, mkwargs) -> None:
+    """Re-raises a shape or dtype error with the message torch gives on CPU (meta kernels
+    word some errors differently). Only for small inputs; otherwise the meta error stands."""
+    cpu_answer(func, margs, mkwargs)
+
+
+def cpu_answer(func, margs, mkwargs):
+    """The op run on CPU zeros of the same shapes and dtypes: CPU's error raised as CPU raises it,
+    or CPU's result where CPU accepts what a meta kernel refused (a meta kernel can be stricter
+    than the CPU kernel: torch 2.15's all.out takes only a bool out, CPU's a uint8 one too).
+    None for inputs too large to run (the meta verdict stands)."""
+    tensors = [a for a in margs if isinstance(a, torch.Tensor)]
+    if sum(t.numel() for t in tensors) > 1 << 20:
+        return None
+    try:
+        return func(*[_on_cpu(a) for a in margs], **{k: _on_cpu(v) for k, v in mkwargs.items()})
+    except (RuntimeError, IndexError, ValueError, TypeError) as cpu_error:
+        raise type(cpu_error)(str(cpu_error)) from None
+
+
 _checked: dict = {}         # signatures whose verdict an op's own handler asked for (data-dependent ops)
 
 

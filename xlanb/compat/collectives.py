@@ -206,8 +206,7 @@ def rendezvous(tag: str, payload: bytes = b"", replicas=None) -> list[bytes]:
 
 def mesh_reduce(tag: str, data, reduce_fn):
     """`xm.mesh_reduce`: `reduce_fn` of every replica's `data` (xla tensors as CPU copies)."""
-    from xlanb.compat.steps import _to_cpu
-    cpu = _to_cpu(data)
+    cpu = realize.tree_to_cpu(data)
     buf = io.BytesIO()
     torch.save(cpu, buf)
     gathered = [torch.load(io.BytesIO(b), weights_only=False) for b in rendezvous(tag, buf.getvalue())]

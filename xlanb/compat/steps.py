@@ -16,10 +16,8 @@ import functools
 import weakref
 
 import torch
-from torch.utils import _pytree as pytree
 
 from xlanb.capture import modes, realize, rng
-from xlanb.capture.tensor import LazyTensor
 from xlanb.compat import devices
 from xlanb.runtime import executor
 from xlanb.state import runtime_state
@@ -214,12 +212,8 @@ def manual_seed(seed: int, device=None) -> None:
     set_rng_state(seed, device)
 
 
-def _to_cpu(data):
-    return pytree.tree_map(lambda v: v.cpu() if type(v) is LazyTensor else v, data)
-
-
 def save(data, file_or_path, master_only: bool = True, global_master: bool = False) -> None:
     """`xm.save`: `torch.save` of a copy of `data` whose xla tensors are CPU tensors (so a later
     `torch.load` gives CPU data), written by the master ordinal only unless `master_only=False`."""
     if not master_only or devices.is_master_ordinal(local=not global_master):
-        torch.save(_to_cpu(data), file_or_path)
+        torch.save(realize.tree_to_cpu(data), file_or_path)

@@ -314,7 +314,10 @@ def make_unary(func, plan: OpPlan):
             if default is not None and default is not _default_dtype():
                 raise KeyError(na.meta)
         except KeyError:
-            m, key, default = memo[na.meta] = _memo_entry(func, plan, name, (na,))
+            try:
+                m, key, default = memo[na.meta] = _memo_entry(func, plan, name, (na,))
+            except NoMetaKernel:
+                return cpu_cut(func, args, kwargs)
         args = (na,)
         if _rt.eager and na.buffer is not None and _rt.observer is None:
             return _eager_op(func, name, args, args, m, key, (name, na.meta, default), (na.buffer,), None)
@@ -358,7 +361,10 @@ def make_binary(func, plan: OpPlan):
             if default is not None and default is not _default_dtype():
                 raise KeyError(memo_key)
         except KeyError:
-            m, key, default = memo[memo_key] = _memo_entry(func, plan, name, nargs)
+            try:
+                m, key, default = memo[memo_key] = _memo_entry(func, plan, name, nargs)
+            except NoMetaKernel:
+                return cpu_cut(func, args, kwargs)
         if _rt.eager and na.buffer is not None and _rt.observer is None:
             out = _eager_binary(func, name, na, nb, nargs, operands, m, key, (memo_key, default))
             if out is not None:

@@ -119,6 +119,7 @@ def cpu_verdict(func, args, kwargs, out=None):
         return None
     total = sum(t.numel() for t in tensors) + sum(t.numel() for t in _tensors(out))
     standin = total > VERDICT_ELEMENTS
+    kwargs = _outs_that_fit(func, kwargs, out)
     first = None
     for fill in (0, 1):
         try:
@@ -139,6 +140,32 @@ def cpu_verdict(func, args, kwargs, out=None):
             return None
         return None if first is not None or standin else result
     return None
+
+
+def _outs_that_fit(func, kwargs, out) -> dict:
+    """out= tensors of another shape than the result probed empty: CPU would resize them and warn,
+    and a warning raised under a dispatch reaches the user's line (the op warns once, at the
+    write). A resized out= tensor takes the result's layout, so no overlap is lost."""
+    results = list(_tensors(out))
+    if not results:                 # no result known (split_copy.out returns nothing): as given
+        return kwargs
+    fitted = dict(kwargs)
+    for a in func._schema.arguments:
+        if not (a.kwarg_only and a.alias_info is not None and a.alias_info.is_write):
+            continue
+        given = [t for t in _tensors(fitted.get(a.name)) if t is not None]
+        if not given:
+            continue
+        match = all(i < len(results) and tuple(t.shape) == tuple(results[i].shape) for i, t in enumerate(given))
+        if not match:
+            fitted[a.name] = type(fitted[a.name])(t.new_empty(0) for t in given) \
+                if isinstance(fitted[a.name], (list, tuple)) else given[0].new_empty(0)
+    return fitted
+
+
+def has_out(func) -> bool:
+    """Whether the op writes out= arguments."""
+    return any(a.kwarg_only and a.alias_info is not None and a.alias_info.is_write for a in func._schema.arguments)
 
 
 def _read_tensors(func, args, kwargs) -> list:

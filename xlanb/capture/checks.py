@@ -13,6 +13,7 @@ import torch
 
 from xlanb.capture import bounds
 from xlanb.capture.frames import is_library
+from xlanb.capture.verdict import tensors_in
 from xlanb.lower.dtypes import TORCH_TO_NUMPY
 from xlanb.lower.fallback import host_dispatch
 from xlanb.state import runtime_state
@@ -155,7 +156,7 @@ def check_out_on_cpu(func, functional, args, kwargs, out_names) -> None:
     (no resize warning can leak from an empty one), then with out= tensors of their own shapes
     (split_copy does not resize): when CPU refuses both but computes the functional op, the
     refusal is about the out= tensors (all(out=<float>)), and is raised with CPU's message."""
-    if sum(t.numel() for t in _tensors((args, tuple(kwargs.values())))) > 4096:
+    if sum(t.numel() for t in tensors_in((args, tuple(kwargs.values())))) > 4096:
         return
 
     def probe(x, empty: bool):
@@ -178,14 +179,6 @@ def check_out_on_cpu(func, functional, args, kwargs, out_names) -> None:
         except _CPU_ERRORS:
             return              # the inputs' zeros, not the out= tensors, are what CPU refused
     raise type(error)(str(error)) from None
-
-
-def _tensors(x):
-    if isinstance(x, torch.Tensor):
-        yield x
-    elif isinstance(x, (list, tuple)):
-        for y in x:
-            yield from _tensors(y)
 
 
 _QUANTIZED = {torch.quint8, torch.qint8, torch.qint32, torch.quint4x2, torch.quint2x4}

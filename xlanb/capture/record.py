@@ -14,7 +14,8 @@ from xlanb.capture import rng
 from xlanb.capture.checks import (check_dtype_arguments, check_representable, check_select_from_empty_dim,
                                   raise_cpu_verdict_on_empty)
 from xlanb.capture.frames import user_location
-from xlanb.capture.verdict import PROBED, cpu_answer, cpu_verdict, has_out, raise_cpu_error, with_cpu_dtypes
+from xlanb.capture.verdict import (PROBED, check_once, cpu_answer, cpu_verdict, has_out, raise_cpu_error,
+                                   with_cpu_dtypes)
 from xlanb.state import runtime_state
 from xlanb.capture.tensor import LazyTensor, new_tensor, value
 from xlanb.ir.node import Meta, Node, Scalar, data_node, lift, make_node, meta_of
@@ -183,7 +184,8 @@ def infer_meta(func, plan: OpPlan, nargs, nkwargs, on_miss=None):
         out = _backward_meta(func, plan, margs)
         if out is None:
             if not has_out(func):                  # out= ops: their callers check the out= tensors on CPU
-                cpu_verdict(func, margs, mkwargs)  # a meta kernel's refusal that CPU makes too (polar of int64)
+                check_once(func, margs, mkwargs)   # a meta kernel's refusal that CPU makes too (polar of int64);
+                                                   # once per signature: an op with no meta kernel misses every call
             raise NoMetaKernel(str(e)) from e
     except RuntimeError as e:
         text = str(e)

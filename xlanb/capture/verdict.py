@@ -49,12 +49,13 @@ class _Unprobeable(Exception):
     """An argument no CPU probe stands for (a storage, a generator)."""
 
 
-def _tensors(x):
+def tensors_in(x):
+    """The tensors in an argument structure (nested lists and tuples)."""
     if isinstance(x, torch.Tensor):
         yield x
     elif isinstance(x, (list, tuple)):
         for y in x:
-            yield from _tensors(y)
+            yield from tensors_in(y)
 
 
 def _sample(n: int, dtype: torch.dtype) -> torch.Tensor:
@@ -114,10 +115,10 @@ def cpu_verdict(func, args, kwargs, out=None):
     first probe (None when the op did not run, or its error depends on the values)."""
     if not runs_on_cpu(func):
         return None
-    tensors = list(_tensors((args, tuple(kwargs.values()))))
+    tensors = list(tensors_in((args, tuple(kwargs.values()))))
     if not tensors or any(t.dtype not in PROBED for t in tensors):
         return None
-    total = sum(t.numel() for t in tensors) + sum(t.numel() for t in _tensors(out))
+    total = sum(t.numel() for t in tensors) + sum(t.numel() for t in tensors_in(out))
     standin = total > VERDICT_ELEMENTS
     kwargs = _outs_that_fit(func, kwargs, out)
     first = None
@@ -146,14 +147,14 @@ def _outs_that_fit(func, kwargs, out) -> dict:
     """out= tensors of another shape than the result probed empty: CPU would resize them and warn,
     and a warning raised under a dispatch reaches the user's line (the op warns once, at the
     write). A resized out= tensor takes the result's layout, so no overlap is lost."""
-    results = list(_tensors(out))
+    results = list(tensors_in(out))
     if not results:                 # no result known (split_copy.out returns nothing): as given
         return kwargs
     fitted = dict(kwargs)
     for a in func._schema.arguments:
         if not (a.kwarg_only and a.alias_info is not None and a.alias_info.is_write):
             continue
-        given = [t for t in _tensors(fitted.get(a.name)) if t is not None]
+        given = [t for t in tensors_in(fitted.get(a.name)) if t is not None]
         if not given:
             continue
         match = all(i < len(results) and tuple(t.shape) == tuple(results[i].shape) for i, t in enumerate(given))
@@ -174,7 +175,7 @@ def _read_tensors(func, args, kwargs) -> list:
     names = [a.name for a in func._schema.arguments if not a.kwarg_only]
     read = [a for i, a in enumerate(args) if i >= len(names) or names[i] not in written]
     read += [v for k, v in kwargs.items() if k not in written]
-    return list(_tensors(read))
+    return list(tensors_in(read))
 
 
 def _value_free(error: Exception, tensors) -> bool:

@@ -125,3 +125,18 @@ def test_a_loop_that_never_reads_keeps_no_growing_list_of_checks():
         xlanb.sync()
         xlanb.wait()
     assert len(xlanb.runtime_state().device_checks) <= 1          # examined at each sync once ready
+
+
+def test_a_done_check_behind_a_pending_one_is_examined_without_comparing_tensors():
+    """torch.compile's W4 step left a check whose graph had not run ahead of one whose had: taking
+    the done one off the list compared the two checks' tensors ("Boolean value of Tensor ... is
+    ambiguous"). Checks are equal only to themselves."""
+    from xlanb.capture import bounds
+    rt = xlanb.runtime_state()
+    pending = bounds.DeviceCheck(torch.zeros(2, dtype=torch.int64, device="xla") + 1, None, None)
+    rt.device_checks[:] = [pending] + [bounds.DeviceCheck(torch.tensor([0, 0], device="xla"), None, None)]
+    try:
+        bounds.raise_failed()
+        assert [id(c) for c in rt.device_checks] == [id(pending)]
+    finally:
+        rt.device_checks.clear()

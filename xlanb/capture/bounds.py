@@ -92,9 +92,10 @@ def check(i, lo: int, hi: int, errors) -> None:
         _defer(i, lo, hi, errors)
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(eq=False)
 class DeviceCheck:
-    """A bounds check computed in the graph: `result` is [any out of range, the first such value]."""
+    """A bounds check computed in the graph: `result` is [any out of range, the first such value].
+    Equal only to itself (comparing the tensors would ask a tensor for a bool)."""
     result: LazyTensor
     error_for: object
     where: tuple | None

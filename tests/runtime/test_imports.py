@@ -1,5 +1,5 @@
-"""A first training step imports only what it uses: no DTensor, no dynamo, no inductor unless
-sharding or torch.compile is used (each costs 0.5-1 s of the first step)."""
+"""A first training step imports only what it uses: no DTensor, no dynamo, no inductor, no sympy
+unless sharding, torch.compile or symbolic shapes are used (each costs 0.4-1 s of the first step)."""
 
 import json
 import subprocess
@@ -10,13 +10,13 @@ import torch
 
 from xlanb.capture import nodynamo
 
-# imported by torch itself on the first __torch_dispatch__ (torch.distributed.tensor) and the first
-# optimizer.step() (torch._dynamo, which imports torch._inductor); capture/nodtensor.py and
-# capture/nodynamo.py keep them out
-HEAVY = ("torch.distributed.tensor", "torch._dynamo", "torch._inductor")
+# imported by torch itself on the first __torch_dispatch__ (torch.distributed.tensor), the first
+# optimizer.step() (torch._dynamo, which imports torch._inductor) and the first meta kernel
+# (sympy, through torch._check and elementwise_dtypes); capture/nodtensor.py, capture/nodynamo.py
+# and capture/nosympy.py keep them out
+HEAVY = ("torch.distributed.tensor", "torch._dynamo", "torch._inductor", "sympy")
 # not listed: jax.experimental.multihost_utils, which jax's own device_put imports (about 2 ms, pure
-# JAX too), and sympy with torch.fx.experimental.symbolic_shapes, which torch's meta kernels import
-# (elementwise_dtypes, torch._check) the first time xlanb infers a shape with them
+# JAX too)
 XLANB_UNUSED = ("xlanb.dynamo", "xlanb.notebook")
 
 
@@ -63,6 +63,22 @@ def test_an_mlp_sgd_step_imports_no_dtensor_dynamo_or_inductor():
 
 def test_an_adamw_step_under_xlanb_compile_imports_none_of_them_either():
     assert imported_by_step("AdamW", "lambda f: xlanb.compile(f, name='step')")["modules"] == []
+
+
+def test_a_transformer_step_imports_none_of_them_either():
+    """W4's decoder (attention, LayerNorm, GELU, embeddings) with AdamW, lazy and in eager mode."""
+    out = run(f"""
+        import json, sys, torch, xlanb
+        from xlanb.selfcheck import workloads
+        step, idx, tgt = workloads.w4_torch("xla", workloads.W4_QUICK)
+        losses = []
+        for eager in (False, True):
+            with xlanb.eager_mode_context(eager):
+                losses.append(step(idx, tgt).item())
+        print(json.dumps({{"losses": losses, "modules": sorted(m for m in {HEAVY + XLANB_UNUSED} if m in sys.modules)}}))
+    """)
+    assert out["modules"] == []
+    assert all(0 < loss < 20 for loss in out["losses"])
 
 
 def test_the_step_gives_the_same_loss_as_cpu():

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from xlanb._config import config, fix_field
-from xlanb.capture import dispatch, factories, nans, nodtensor, nodynamo
+from xlanb.capture import dispatch, factories, nans, nodtensor, nodynamo, nosympy
 from xlanb.capture.device import register_device
 from xlanb.capture.modules import keep_ties_on_move
 from xlanb.state import runtime_state
@@ -11,8 +11,8 @@ from xlanb.state import runtime_state
 
 def install():
     """Registers the device, the dispatch, the factories and the module patch, and keeps
-    torch._dynamo and torch.distributed.tensor unimported until torch.compile or DTensor needs
-    them (once per process); returns the device."""
+    torch._dynamo, torch.distributed.tensor and sympy unimported until torch.compile, DTensor or
+    symbolic shapes need them (once per process); returns the device."""
     rt = runtime_state()
     if rt.device is None:
         rt.device = register_device(config().device_name)
@@ -22,5 +22,6 @@ def install():
         factories.register_factories()
         keep_ties_on_move()
         nodynamo.install()
+        nosympy.install()
         nans.install()
     return rt.device

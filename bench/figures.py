@@ -186,11 +186,12 @@ def catalogue(w5_sizes=("1k", "10k", "100k"), w5_lowered=("1k", "10k")) -> list[
         figs.append(Figure(f"W3.device_{kind}", f"W3 step device bytes: {kind}", "B",
                            f"W3.device_{kind}", f"W3.device_{kind}", target=target))
     from generation import FIGURES as W6_FIGURES       # W6 (HF generate) lives in its own module
+    from hf_training import FIGURES as W7_FIGURES      # W7 (an HF model's training step) too
     from module_scopes import FIGURES as SCOPE_FIGURES  # so do module scopes' costs
     from compile_effort import FIGURES as EFFORT_FIGURES  # compile_effort=fast against default
     from debug_nans import FIGURES as NAN_FIGURES       # debug_nans' cost
     from notebook06 import FIGURES as NB06_FIGURES      # and notebook 06's steps in a kernel
-    return figs + W6_FIGURES + SCOPE_FIGURES + NAN_FIGURES + EFFORT_FIGURES + NB06_FIGURES
+    return figs + W6_FIGURES + W7_FIGURES + SCOPE_FIGURES + NAN_FIGURES + EFFORT_FIGURES + NB06_FIGURES
 
 
 def summary(values: list[float]) -> dict:

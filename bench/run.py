@@ -25,6 +25,7 @@ import figures
 import compile_effort
 import debug_nans
 import generation
+import hf_training
 import module_scopes
 import notebook06
 
@@ -44,7 +45,7 @@ JOBS = [   # (system, script argument, the --only name it belongs to), in the or
     ("jax", "W4", "W4"), ("xlanb", "W4", "W4"), ("xlanb", "W4compile", "W4"), ("xlanb", "W4torch", "W4"),
     ("xlanb", "W4replay", "W4"), ("torch", "W4", "W4"),
     ("xlanb", "W5", "W5"), ("xlanb", "notebook", "notebook"),
-] + generation.JOBS + module_scopes.JOBS + debug_nans.JOBS + compile_effort.JOBS + notebook06.JOBS
+] + generation.JOBS + hf_training.JOBS + module_scopes.JOBS + debug_nans.JOBS + compile_effort.JOBS + notebook06.JOBS
 ALIASES = {"lowering": "W1", "memory": "W3"}
 NOT_MEASURED = [
     "W5 at 100k nodes: trace, hash and key only. Lowering 100k nodes took about 40 s (machine under load), and XLA's "
@@ -59,6 +60,7 @@ def run_job(system: str, arg: str, timeout: float) -> tuple[list[dict], str]:
     env = {**os.environ, "XLANB_PERSISTENT_CACHE": "0", "PYTHONUNBUFFERED": "1"}
     try:
         command = ([generation.SCRIPT, system] if arg == "W6" else
+                   hf_training.command(system, arg) if arg.startswith("W7") else
                    [module_scopes.SCRIPT, *module_scopes.ARGS] if arg == "scopes" else
                    [debug_nans.SCRIPT, *debug_nans.ARGS] if arg == "debug_nans" else
                    [compile_effort.SCRIPT, *compile_effort.ARGS] if arg == "compile_effort" else
@@ -152,7 +154,7 @@ def write_docs(result: dict) -> None:
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--only", default="", help="comma-separated: W1,W2,W3,W4,W5,W6,notebook,scopes,debug_nans,compile_effort,notebook06 (lowering=W1, memory=W3)")
+    parser.add_argument("--only", default="", help="comma-separated: W1,W2,W3,W4,W5,W6,W7,notebook,scopes,debug_nans,compile_effort,notebook06 (lowering=W1, memory=W3)")
     parser.add_argument("--budget", type=float, default=780, help="seconds: start no round that would end later")
     parser.add_argument("--timeout", type=float, default=300, help="seconds per process")
     parser.add_argument("--json", help=f"where to write the results (default {LATEST.relative_to(ROOT)}, "

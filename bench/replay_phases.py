@@ -1,5 +1,5 @@
 """Where a replayed step's host time goes: each phase of `xlanb.compile(step, replay=True)`'s call,
-timed around the functions capture/replay.py calls, against pure JAX's jitted step dispatch.
+timed around the functions replay/function.py calls, against pure JAX's jitted step dispatch.
 
     python bench/replay_phases.py [W3|W4] [--steps N]
 
@@ -23,7 +23,7 @@ import jax.numpy as jnp  # noqa: E402
 import torch  # noqa: E402
 
 import xlanb  # noqa: E402
-from xlanb.capture import replay  # noqa: E402
+from xlanb.replay import function as replay  # noqa: E402
 from xlanb.runtime import executor  # noqa: E402
 
 PHASES = {"guard": (replay, "guard"), "gather": (replay, "gather"), "old grads": (replay, "_old_grads"),
@@ -31,7 +31,7 @@ PHASES = {"guard": (replay, "guard"), "gather": (replay, "gather"), "old grads":
 
 
 def timed_phases() -> dict:
-    """Wraps each phase's function where replay.py looks it up; returns {phase: [ns, ...]}."""
+    """Wraps each phase's function where replay/function.py looks it up; returns {phase: [ns, ...]}."""
     samples = {name: [] for name in PHASES}
     for name, (module, attr) in PHASES.items():
         inner = getattr(module, attr)

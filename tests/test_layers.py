@@ -4,9 +4,10 @@ layer but the package root; nothing imports notebook; nothing inside imports `xl
 
 import ast
 import pathlib
+import sys
 
 ROOT = pathlib.Path(__file__).resolve().parents[1] / "xlanb"
-LAYERS = ["_requirements", "_config", "config", "events", "state", "ir", "lower", "runtime", "capture", "hooks", "metrics", "debug",
+LAYERS = ["_requirements", "_config", "config", "events", "state", "ir", "lower", "runtime", "capture", "replay", "hooks", "metrics", "debug",
           "dynamo", "report", "spmd", "loader", "compat", "selfcheck", "notebook"]
 
 
@@ -85,3 +86,55 @@ def test_the_lazy_tensor_is_the_ground_floor_of_capture():
     above it that it must call (growth's cat folding) register themselves with it."""
     named = [m for m in imports(ROOT / "capture" / "tensor.py") if m.startswith("xlanb.capture")]
     assert named == []
+
+
+def module_name(path: pathlib.Path) -> str:
+    parts = path.relative_to(ROOT.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def module_imports(path: pathlib.Path, known: set[str]):
+    """The package's modules a file imports, anywhere in it: `from xlanb.compat import devices`
+    names xlanb.compat.devices when that is a module, else xlanb.compat."""
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            for alias in node.names:
+                full = f"{node.module}.{alias.name}"
+                yield full if full in known else node.module
+        elif isinstance(node, ast.Import):
+            yield from (alias.name for alias in node.names)
+
+
+def import_circles() -> list[list[str]]:
+    """Groups of modules that reach each other through imports (function-level ones included)."""
+    paths = {module_name(p): p for p in ROOT.rglob("*.py")}
+    known = set(paths)
+    edges = {m: {t for t in module_imports(p, known) if t in known and t != m} for m, p in paths.items()}
+    reach = {}
+    for start in edges:
+        seen, todo = set(), list(edges[start])
+        while todo:
+            m = todo.pop()
+            if m not in seen:
+                seen.add(m)
+                todo.extend(edges[m])
+        reach[start] = seen
+    circles = {frozenset(m for m in reach[s] if s in reach[m]) | {s} for s in edges if s in reach[s]}
+    return sorted(sorted(c) for c in circles)
+
+
+def test_no_module_imports_itself_through_others():
+    """Within a layer, too: a circle of imports (capture/modes -> replay -> modes; compat's mesh ->
+    the torch_xla face -> mesh) means no file of it can be read or tested without the others."""
+    assert import_circles() == []
+
+
+def test_the_circle_check_sees_a_circle_through_a_function_level_import(tmp_path, monkeypatch):
+    package = tmp_path / "xlanb"
+    (package / "a").mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    (package / "a" / "__init__.py").write_text("")
+    (package / "a" / "one.py").write_text("from xlanb.a import two\n")
+    (package / "a" / "two.py").write_text("def f():\n    from xlanb.a.one import g\n")
+    monkeypatch.setattr(sys.modules[__name__], "ROOT", package)
+    assert import_circles() == [["xlanb.a.one", "xlanb.a.two"]]

@@ -135,16 +135,18 @@ class CompileScope:
         _rt.compile_scope = None
 
 
-class _Compiler:
-    """What `xlanb.compile(...)` returns without a function: a decorator and a context manager."""
+class Compiler:
+    """What `xlanb.compile(...)` returns without a function: a decorator and a context manager.
+    `wrap(f)` makes the decorated function (a traced one here, a replayed one in xlanb/replay)."""
 
-    def __init__(self, name, full_graph, max_different_graphs, replay=False, retrace_every=None):
+    def __init__(self, name, full_graph, max_different_graphs, wrap=None, replay=False):
         self.name, self.full_graph, self.max_graphs = name, full_graph, max_different_graphs
-        self.replay, self.retrace_every = replay, retrace_every
+        self.wrap = wrap or (lambda f: _wrap(f, name, full_graph, max_different_graphs))
+        self.replay = replay
         self._scope = None
 
     def __call__(self, f):
-        return _wrap(f, self.name, self.full_graph, self.max_graphs, self.replay, self.retrace_every)
+        return self.wrap(f)
 
     def __enter__(self):
         if self.replay:
@@ -163,9 +165,10 @@ class _Compiler:
         return self._scope.__exit__(*exc)
 
 
-def _wrap(f, name, full_graph, max_graphs, replay=False, retrace_every=None):
-    graph_name = name or getattr(f, "__name__", "compiled")
-    token = object()     # this function's key in runtime_state().detectors (reset() forgets its graphs)
+def function_detector(max_graphs: int | None, graph_name: str):
+    """A function's detector getter: its Detector of distinct graphs (made on first use, under a
+    key of its own in runtime_state().detectors, so reset() forgets its graphs), or None."""
+    token = object()
 
     def detector() -> Detector | None:
         if max_graphs is None:
@@ -174,10 +177,12 @@ def _wrap(f, name, full_graph, max_graphs, replay=False, retrace_every=None):
         if d is None:
             d = _rt.detectors[token] = Detector(max_graphs, graph_name)
         return d
+    return detector
 
-    if replay:
-        from xlanb.capture.replay import ReplayedFunction     # replay builds on CompileScope
-        return ReplayedFunction(f, graph_name, full_graph, detector, retrace_every)
+
+def _wrap(f, name, full_graph, max_graphs):
+    graph_name = name or getattr(f, "__name__", "compiled")
+    detector = function_detector(max_graphs, graph_name)
 
     @functools.wraps(f)
     def compiled(*args, **kwargs):
@@ -187,15 +192,7 @@ def _wrap(f, name, full_graph, max_graphs, replay=False, retrace_every=None):
     return compiled
 
 
-def compile(f=None, *, name: str | None = None, full_graph: bool = False,
-            max_different_graphs: int | None = None, replay: bool = False, retrace_every: int | None = None):
-    """Runs `f` (or a `with` block) as one named graph, like torch_xla.compile.
-
-    Decorator (`@xlanb.compile` or `@xlanb.compile(name=..., full_graph=True)`), wrapper
-    (`xlanb.compile(f)`), or context manager (`with xlanb.compile(name="step"):`).
-    full_graph=True turns any forced execution inside into an error that names the
-    line; max_different_graphs=N raises when an (N+1)-th distinct graph is traced.
-    """
+def check_compile_arguments(name, full_graph, max_different_graphs) -> None:
     check_flag("xlanb.compile(full_graph=...)", full_graph)
     if name is not None and (not isinstance(name, str) or not name.strip()):
         raise TypeError(f"xlanb.compile(name=...) must be a non-empty string, got {type(name).__name__} {name!r}")
@@ -205,8 +202,21 @@ def compile(f=None, *, name: str | None = None, full_graph: bool = False,
                             f"{type(max_different_graphs).__name__} {max_different_graphs!r}")
         if max_different_graphs < 1:
             raise ValueError(f"max_different_graphs must be >= 1, got {max_different_graphs}")
+
+
+def compile(f=None, *, name: str | None = None, full_graph: bool = False,
+            max_different_graphs: int | None = None):
+    """Runs `f` (or a `with` block) as one named graph, like torch_xla.compile.
+
+    Decorator (`@xlanb.compile` or `@xlanb.compile(name=..., full_graph=True)`), wrapper
+    (`xlanb.compile(f)`), or context manager (`with xlanb.compile(name="step"):`).
+    full_graph=True turns any forced execution inside into an error that names the
+    line; max_different_graphs=N raises when an (N+1)-th distinct graph is traced.
+    (`xlanb.compile` itself is xlanb/replay's, which adds replay=True.)
+    """
+    check_compile_arguments(name, full_graph, max_different_graphs)
     if f is None:
-        return _Compiler(name, full_graph, max_different_graphs, replay, retrace_every)
+        return Compiler(name, full_graph, max_different_graphs)
     if not callable(f):
         raise TypeError(f"xlanb.compile expects a function, got {type(f).__name__}")
-    return _wrap(f, name, full_graph, max_different_graphs, replay, retrace_every)
+    return _wrap(f, name, full_graph, max_different_graphs)

@@ -131,3 +131,10 @@ def master_print(*args, fd=None, local: bool = False, flush: bool = False) -> No
 
 def is_xla_tensor(t: torch.Tensor) -> bool:
     return t.device.type == _rt.device.type
+
+
+def global_runtime_device_attributes() -> list[dict]:
+    """`xr.global_runtime_device_attributes()`, per device: {'name': 'CPU:0', 'core_on_chip': 0,
+    ...} as far as jax's devices say."""
+    return [{"name": f"{device_type()}:{d.id}", "core_on_chip": getattr(d, "core_on_chip", 0),
+             "coords": list(getattr(d, "coords", []) or [])} for d in _jax_devices()]

@@ -9,12 +9,14 @@ Mesh errors are). An unnamed mesh keeps `axis_names=None` (its axes are `axis_0`
 from __future__ import annotations
 
 import math
+import sys
 from collections import OrderedDict
 
 import numpy as np
 import torch
 from jax.sharding import NamedSharding, PartitionSpec
 
+from xlanb.compat import devices
 from xlanb.spmd import mesh as spmd_mesh
 
 
@@ -27,10 +29,15 @@ def _check(ok: bool, message: str) -> None:
         raise MeshError(message)
 
 
+def _torch_xla(name: str):
+    """Where the device queries are looked up, per call: torch_xla's module `name` (`runtime`,
+    `core.xla_model`) as the user's code sees it when the compat names are installed (torch_xla's
+    tests patch its functions), else compat/devices.py, which defines them."""
+    return sys.modules.get(f"torch_xla.{name}") or devices
+
+
 def _runtime():
-    """`torch_xla.runtime`, whose functions are looked up per call (torch_xla's tests patch them)."""
-    from xlanb.compat.torch_xla_tree import runtime
-    return runtime
+    return _torch_xla("runtime")
 
 
 class Mesh(spmd_mesh.Mesh):
@@ -85,11 +92,10 @@ def _hybrid_device_ids(ici_mesh_shape: tuple, dcn_mesh_shape: tuple) -> np.ndarr
     """Device ids on the hybrid mesh: on TPU, each slice's devices in physical order (by
     coordinates, then core) fill one ICI block, and the slices are laid out over the DCN mesh;
     elsewhere the ids in order."""
-    from xlanb.compat.torch_xla_tree.core import xla_model as xm
     xr = _runtime()
     n = xr.global_runtime_device_count()
     full = tuple(i * d for i, d in zip(ici_mesh_shape, dcn_mesh_shape))
-    if xm.xla_device_hw() != "TPU":
+    if _torch_xla("core.xla_model").xla_device_hw() != "TPU":
         return np.arange(n).reshape(full)
     attributes = xr.global_runtime_device_attributes()
     slices: dict[int, list] = {}

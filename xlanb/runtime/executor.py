@@ -192,7 +192,7 @@ def launch(compiled: Compiled, name: str, args: list, *, eager: bool, cached: bo
 @jax_entry
 def call(compiled: Compiled, name: str, args: list, doing: str = "replaying") -> tuple:
     """The executable on `args`, tracked for wait(), no event: `launch` emits Execute, a replayed
-    call (capture/replay.py) one Replay event."""
+    call (replay/function.py) one Replay event."""
     cpu_mesh = compiled.in_shardings is not None and _rt.jax_device().platform == "cpu" and jax.local_device_count() > 1
     if cpu_mesh:
         _wait_last_cpu_mesh_launch()

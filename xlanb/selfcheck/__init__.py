@@ -32,7 +32,7 @@ import torch
 
 from xlanb import hooks, metrics
 from xlanb._requirements import installed, release
-from xlanb.capture.modes import compile as xla_compile
+from xlanb.replay import compile as xla_compile
 from xlanb.capture.modes import eager_mode_context
 from xlanb.capture.realize import raise_deferred, sync
 from xlanb.ir.precision import xla_precision

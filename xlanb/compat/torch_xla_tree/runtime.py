@@ -1,6 +1,7 @@
 """`torch_xla.runtime` (xr) as xlanb.compat serves it."""
 
 from xlanb.compat.devices import (addressable_device_count, addressable_runtime_device_count, device_type,
+                                  global_runtime_device_attributes,
                                   global_device_count, global_ordinal, global_runtime_device_count, local_ordinal,
                                   process_count, process_index, world_size)
 from xlanb.compat.sharding import is_spmd, use_spmd
@@ -33,13 +34,6 @@ def get_num_cached_compilation_graph() -> int:
 
 def is_bf16_supported() -> bool:
     return True
-
-
-def global_runtime_device_attributes() -> list[dict]:
-    """Per device: {'name': 'CPU:0', 'core_on_chip': 0, ...} as far as jax's devices say."""
-    from xlanb.compat.devices import _jax_devices, device_type
-    return [{"name": f"{device_type()}:{d.id}", "core_on_chip": getattr(d, "core_on_chip", 0),
-             "coords": list(getattr(d, "coords", []) or [])} for d in _jax_devices()]
 
 
 def runtime_device_attributes(device: str) -> dict:

@@ -1,4 +1,4 @@
-"""Which xla tensors existed when a replayed function's traced call started (capture/replay_trace.py).
+"""Which xla tensors existed when a replayed function's traced call started (replay/trace.py).
 
 Each graph input must be traced back to the tensor or storage that held it when the call started,
 and each output's holder told apart from tensors the body made. The holders are found by walking

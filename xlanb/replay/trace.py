@@ -1,4 +1,4 @@
-"""One traced call of a replayed function, recorded in the terms replay needs (capture/replay.py).
+"""One traced call of a replayed function, recorded in the terms replay needs (replay/function.py).
 
 The call runs as `xlanb.compile` runs it (a CompileScope: pending work flushed first, the body
 lazy), with three things added, all paid on traced calls only:
@@ -28,7 +28,7 @@ from xlanb import events
 from xlanb.capture import realize
 from xlanb.capture.frames import user_frames
 from xlanb.capture.modes import CompileScope
-from xlanb.capture.replay_holders import Holders, code_names, find_holders, object_paths, path_object, path_text
+from xlanb.replay.holders import Holders, code_names, find_holders, object_paths, path_object, path_text
 from xlanb.capture.tensor import LazyTensor, Storage, holder_node, tensor_meta
 from xlanb.ir.graph import build_graph
 from xlanb.lower.registry import has_rule
@@ -80,7 +80,7 @@ def trace_call(fn, args, kwargs, name: str, full_graph: bool, detector, whole_he
     """Runs `fn` as `xlanb.compile` does; returns (its result, the Trace). whole_heap: find the
     holders of its inputs on the whole heap, not only among what the function reaches. recycling:
     the call is likely to become a plan (the one before it could): also compile the executable that
-    writes its fresh .grad outputs into the previous .grad buffers (capture/replay.py)."""
+    writes its fresh .grad outputs into the previous .grad buffers (replay/function.py)."""
     trace = Trace()
     if _rt.compile_scope is not None:          # nested: inline in the outer graph, as xlanb.compile does
         trace.fail("called inside another compiled function")

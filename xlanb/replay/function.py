@@ -1,7 +1,7 @@
 """Step replay: `xlanb.compile(fn, replay=True)`.
 
 The first calls of `fn` trace as `xlanb.compile` does, and each traced call is recorded in the
-terms replay needs (`capture/replay_trace.py`): where every graph input comes from (an argument,
+terms replay needs (`replay/trace.py`): where every graph input comes from (an argument,
 a tensor that existed before the call, a constant made inside), who holds every output (a tensor
 or storage that existed before, a fresh `.grad`, a returned tensor), and what the call read from
 Python (modules' training flags, optimizers' hyperparameters, scalar arguments, numbers in the
@@ -25,8 +25,8 @@ from torch.utils import _pytree as pytree
 from xlanb import events
 from xlanb.capture import realize
 from xlanb.capture.torch_versions import CPP_REFS
-from xlanb.capture.replay_holders import follow, path_text
-from xlanb.capture.replay_trace import (ARG, ARG_PATH, GRAD, HOLDER, REBIND_PATH, REBIND_STORAGE, REBIND_TENSOR,
+from xlanb.replay.holders import follow, path_text
+from xlanb.replay.trace import (ARG, ARG_PATH, GRAD, HOLDER, REBIND_PATH, REBIND_STORAGE, REBIND_TENSOR,
                                         Trace, differs, hyperparameters, python_changed, python_values,
                                         trace_call)
 from xlanb.capture.tensor import LazyTensor, Storage, new_tensor, new_view, tensor_meta

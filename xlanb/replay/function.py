@@ -429,7 +429,7 @@ def _old_grads(plan: Trace):
             n = s.node
         elif chain:
             return None
-        if n.buffer is None or n.meta is not outputs[j][1] or sys.getrefcount(n) > HOLDER_REFS:
+        if n.buffer is None or n.meta is not outputs[j].meta or sys.getrefcount(n) > HOLDER_REFS:
             return None
         reuse[j] = g
         buffers.append(n.buffer)
@@ -456,29 +456,28 @@ def rebind(plan: Trace, outs, args, kwargs, reuse: dict | None = None):
                 g._storage.version += 1
             continue
         for binding in bindings:
-            kind = binding[0]
+            kind = binding.kind
             if kind == REBIND_STORAGE:
-                s = binding[1]
+                s = binding.holder
                 s.node = node
                 s.version += 1
             elif kind == REBIND_TENSOR:
-                binding[1]._node = node
+                binding.holder._node = node
             elif kind == REBIND_PATH:                 # found by gather() a moment ago
-                h = _resolve(binding[1], args, kwargs)
+                h = _resolve(binding.holder, args, kwargs)
                 if type(h) is Storage:
                     h.node = node
                     h.version += 1
                 else:
                     h._node = node
             else:                                      # FRESH: a new tensor, or a storage and its views
-                _, aliased, places = binding
-                storage = Storage(node) if aliased else None
-                for chain, tmeta, place in places:
-                    t = new_view(storage, chain, tmeta) if aliased else new_tensor(node, tmeta)
-                    if place[0] == GRAD:
-                        place[1].grad = t
+                storage = Storage(node) if binding.storage else None
+                for place in binding.places:
+                    t = new_view(storage, place.views, place.meta) if storage is not None else new_tensor(node, place.meta)
+                    if place.to == GRAD:
+                        place.target.grad = t
                     else:
-                        leaves[place[1]] = t
+                        leaves[place.target] = t
     if plan.return_spec is None:
         return leaves[0] if leaves else None
     return pytree.tree_unflatten(leaves, plan.return_spec)

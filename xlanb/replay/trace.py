@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import gc
 import sys
+from typing import NamedTuple
 
 import jax
 import numpy as np
@@ -31,6 +32,7 @@ from xlanb.capture.modes import CompileScope
 from xlanb.replay.holders import Holders, code_names, find_holders, object_paths, path_object, path_text
 from xlanb.capture.tensor import LazyTensor, Storage, holder_node, tensor_meta
 from xlanb.ir.graph import build_graph
+from xlanb.ir.node import Meta
 from xlanb.lower.registry import has_rule
 from xlanb.runtime import executor, nans
 from xlanb.state import emit, runtime_state
@@ -43,6 +45,42 @@ RETURN, GRAD = "return", "grad"                      # where a fresh output tens
 _PLAIN = (int, float, bool, str, type(None))
 
 
+class Source(NamedTuple):
+    """Where a graph input comes from. `kind` ARG: `where` is the argument's position or keyword;
+    ARG_PATH: `where` is (argument, path) into one; HOLDER: `where` is the tensor or storage that
+    held it when the call started; CONST: `where` is the buffer the body made on the host."""
+    kind: int
+    where: object
+    meta: Meta
+
+
+class Place(NamedTuple):
+    """Where a fresh output tensor goes: `to` RETURN (`target`: its position among the returned
+    leaves) or GRAD (`target`: the parameter whose .grad it becomes). `views`: its view chain on a
+    fresh storage (empty for a tensor of its own)."""
+    views: tuple
+    meta: Meta
+    to: str
+    target: object
+
+
+class Binding(NamedTuple):
+    """Who holds a graph output after the call. `kind` REBIND_TENSOR / REBIND_STORAGE: `holder`, a
+    tensor or storage that existed before; REBIND_PATH: `holder` is its (argument, path) and
+    `storage` says whether a storage is found there; FRESH: a new tensor (`storage` False) or a new
+    storage and its views, one per place in `places`."""
+    kind: int
+    holder: object = None
+    storage: bool = False
+    places: tuple = ()
+
+
+class Output(NamedTuple):
+    """Graph output j: who holds it after the call, and its meta."""
+    bindings: tuple
+    meta: Meta
+
+
 class Trace:
     """What one traced call read and wrote. `reason` is None when it can become a plan."""
 
@@ -52,8 +90,8 @@ class Trace:
         self.python = ()
         self.python_sources = None
         self.training = self.hyper = self.slots = self.grad_none = ()
-        self.sources: list = []
-        self.outputs: list = []
+        self.sources: list[Source] = []
+        self.outputs: list[Output] = []
         self.view_users = ()
         self.path_outputs = ()
         self.donate = ()
@@ -368,11 +406,11 @@ def _sync(trace: Trace, name: str, out, before: Holders, arg_nodes: dict, watche
     _sources(trace, graph, before, arg_nodes, watcher.uploads)
     if trace.reason is None:      # a trace that cannot be a plan needs no output bindings (they cost a heap walk)
         _outputs(trace, graph, holders, out, before, arg_nodes, watcher.backward != 0, args, kwargs)
-        trace.recycle = tuple((j, b[2][0][2][1], b[2][0][0]) for j, (bindings, _) in enumerate(trace.outputs)
-                              for b in bindings if len(bindings) == 1 and b[0] == FRESH
-                              and len(b[2]) == 1 and b[2][0][2][0] == GRAD)
+        trace.recycle = tuple((j, b.places[0].target, b.places[0].views) for j, (bindings, _) in enumerate(trace.outputs)
+                              for b in bindings if len(bindings) == 1 and b.kind == FRESH
+                              and len(b.places) == 1 and b.places[0].to == GRAD)
         if recycling and trace.reason is None and trace.recycle and not graph.key.shardings:
-            metas = tuple(trace.outputs[j][1] for j, _, _ in trace.recycle)
+            metas = tuple(trace.outputs[j].meta for j, _, _ in trace.recycle)
             _, trace.recycling, _ = executor.executable(     # cached: a later traced call takes it from there
                 graph.with_recycling(metas), eager=False,
                 cause=f"replay of '{name}': its gradients written into the previous step's .grad buffers")
@@ -398,16 +436,16 @@ def _sources(trace: Trace, graph, before: Holders, arg_nodes: dict, uploads: int
     unknown = 0
     for i, n in enumerate(graph.inputs):
         if n in arg_nodes:
-            trace.sources.append((ARG, arg_nodes[n], n.meta))
+            trace.sources.append(Source(ARG, arg_nodes[n], n.meta))
         elif n in before.holder:
             h = before.holder[n]
             where = before.paths.get(id(h))
-            trace.sources.append((ARG_PATH, where, n.meta) if where is not None else (HOLDER, h, n.meta))
+            trace.sources.append(Source(ARG_PATH, where, n.meta) if where is not None else Source(HOLDER, h, n.meta))
         else:
             unknown += 1
             if i in graph.donate:
                 trace.fail(f"a tensor {n.meta.text} made inside the body is written in place")
-            trace.sources.append((CONST, n.buffer, n.meta))
+            trace.sources.append(Source(CONST, n.buffer, n.meta))
             trace.const_values.append(np.asarray(n.buffer))
     if unknown > uploads and not before.whole_heap:
         trace.needs_heap = True
@@ -443,27 +481,26 @@ def _outputs(trace: Trace, graph, holders: dict, out, before: Holders, arg_nodes
                                "in place: pass the tensor it updates as a captured variable instead")
                 where = before.paths.get(id(h))
                 if where is not None:
-                    bindings.append((REBIND_PATH, where, type(h) is Storage))
+                    bindings.append(Binding(REBIND_PATH, where, type(h) is Storage))
                 else:
-                    bindings.append((REBIND_STORAGE if type(h) is Storage else REBIND_TENSOR, h))
+                    bindings.append(Binding(REBIND_STORAGE if type(h) is Storage else REBIND_TENSOR, h))
                 continue
             aliased = type(h) is Storage
             places = []
             for t in (users.get(id(h), ()) if aliased else (h,)):
                 if id(t) in returned:
-                    place = (RETURN, returned[id(t)])
+                    to, target = RETURN, returned[id(t)]
                     placed.add(returned[id(t)])
                 elif id(t) in grads:
-                    p = grads[id(t)]
-                    place = (GRAD, p)
-                    grad_none.append((p, before.grads[id(p)] is None))
+                    to, target = GRAD, grads[id(t)]
+                    grad_none.append((target, before.grads[id(target)] is None))
                 else:
                     unplaced.append(t)
                     continue
-                places.append((t._views if aliased else (), tensor_meta(t), place))
+                places.append(Place(t._views if aliased else (), tensor_meta(t), to, target))
             if places:
-                bindings.append((FRESH, aliased, tuple(places)))
-        trace.outputs.append((tuple(bindings), root.meta))
+                bindings.append(Binding(FRESH, None, aliased, tuple(places)))
+        trace.outputs.append(Output(tuple(bindings), root.meta))
     if unplaced:
         stored = object_paths(args, kwargs)        # made inside and kept in an argument: surely fresh
         where = next((stored[t] for t in unplaced if t in stored), None)
@@ -482,8 +519,9 @@ def _outputs(trace: Trace, graph, holders: dict, out, before: Holders, arg_nodes
                        "the body (a replayed call has no autograd graph): call backward inside, or return "
                        "a detached tensor")
     trace.grad_none = tuple(grad_none)
-    trace.path_outputs = tuple((b[1], b[2]) for bindings, _ in trace.outputs for b in bindings if b[0] == REBIND_PATH)
-    rebound = {id(b[1]) for bindings, _ in trace.outputs for b in bindings if b[0] == REBIND_STORAGE}
+    trace.path_outputs = tuple((b.holder, b.storage) for bindings, _ in trace.outputs for b in bindings
+                               if b.kind == REBIND_PATH)
+    rebound = {id(b.holder) for bindings, _ in trace.outputs for b in bindings if b.kind == REBIND_STORAGE}
     trace.view_users = tuple(t for t in before.views if id(t._storage) in rebound)
 
 
@@ -531,15 +569,15 @@ def differs(a: Trace, b: Trace) -> str | None:
         if len(ba) != len(bb):
             return "its outputs go to other tensors"
         for x, y in zip(ba, bb):
-            if x[0] != y[0] or (x[0] != FRESH and x[1] is not y[1] and x[1] != y[1]):
+            if x.kind != y.kind or (x.kind != FRESH and x.holder is not y.holder and x.holder != y.holder):
                 return "its outputs go to other tensors"
-            if x[0] == FRESH:
-                if x[1] != y[1] or len(x[2]) != len(y[2]):
+            if x.kind == FRESH:
+                if x.storage != y.storage or len(x.places) != len(y.places):
                     return "its new tensors are laid out differently"
-                for (ca, ma, pa), (cb, mb, pb) in zip(x[2], y[2]):
-                    if ma is not mb or tuple(s.spec() for s in ca) != tuple(s.spec() for s in cb):
+                for pa, pb in zip(x.places, y.places):
+                    if pa.meta is not pb.meta or tuple(s.spec() for s in pa.views) != tuple(s.spec() for s in pb.views):
                         return "its new tensors are laid out differently"
-                    if pa[0] != pb[0] or pa[1] is not pb[1] and pa[1] != pb[1]:
+                    if pa.to != pb.to or pa.target is not pb.target and pa.target != pb.target:
                         return "its new tensors go elsewhere (.grad or returned)"
     if a.return_spec != b.return_spec:
         return "its return value's structure changed"

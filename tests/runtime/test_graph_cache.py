@@ -232,3 +232,39 @@ def test_the_cache_shrinks_before_the_process_runs_out_of_memory_maps(monkeypatc
     assert state._map_count() <= fake_limit * state.CompiledCache.MAP_BUDGET + 200
     x = torch.arange(3, dtype=torch.float32, device="xla")   # an evicted graph compiles again and is right
     assert (x * 2 + 1).sum().item() == 9.0
+
+
+def test_every_path_puts_into_the_executable_cache_through_one_function(monkeypatch):
+    """Lazy syncs, eager ops (first and fast path), value reads, get_sharding, a replayed function,
+    torch.compile and the optimized-HLO look all compile through `executor.executable`."""
+    import sys
+    from xlanb.state import CompiledCache
+    put = CompiledCache.put
+    callers = []
+
+    def recording_put(self, key, compiled):
+        frame = sys._getframe(1)
+        callers.append((frame.f_globals["__name__"], frame.f_code.co_name))
+        return put(self, key, compiled)
+    monkeypatch.setattr(CompiledCache, "put", recording_put)
+
+    x = xla(torch.randn(4, 3))
+    (x * 3).sum().item()                                  # a value read
+    y = torch.tanh(x) + 1
+    xlanb.sync()                                          # a lazy sync
+    with xlanb.eager_mode_context(True):
+        for _ in range(2):                                # the first eager op, then the fast path
+            z = torch.sin(x) * 2
+    xlanb.spmd.get_sharding(x @ x.T)                      # compiled to ask the partitioner
+    xlanb.debug.hlo_text(x - 5, stage="optimized")
+
+    @xlanb.compile(replay=True)
+    def step(t):
+        return (t * y).sum()
+    for _ in range(3):
+        step(x).item()
+    compiled_fn = torch.compile(lambda t: torch.cos(t) * 4, backend="xlanb")
+    compiled_fn(x).cpu()
+    assert z.cpu().shape == (4, 3) and step.replayed == 1
+    assert len(callers) >= 6
+    assert set(callers) == {("xlanb.runtime.executor", "executable")}

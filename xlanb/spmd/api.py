@@ -18,7 +18,7 @@ from xlanb.ir.graph import build_graph
 from xlanb.ir.node import data_node, make_node
 from xlanb.ir.sharding import is_multi_device, sharding_text
 from xlanb.runtime import executor
-from xlanb.runtime.partition import CONSTRAINT, constraint_key, normalize_inputs, place
+from xlanb.runtime.partition import CONSTRAINT, constraint_key, place
 from xlanb.spmd.mesh import Mesh, as_mesh, caller_name, named_sharding
 from xlanb.state import runtime_state
 
@@ -121,11 +121,8 @@ def get_sharding(t: torch.Tensor):
     if node.buffer is not None:
         s = node.buffer.sharding
         return s if is_multi_device(s) else None
-    graph = normalize_inputs(build_graph([node], _rt.graph_name))    # as run_graph will see it
-    compiled = _rt.cache.peek(graph.key)
-    if compiled is None:
-        compiled = executor.compile_graph(graph, eager=False, cause="get_sharding")
-        _rt.cache.put(graph.key, compiled)
+    graph = build_graph([node], _rt.graph_name)
+    _, compiled, _ = executor.executable(graph, eager=False, cause="get_sharding")    # as run_graph will see it
     s = compiled.executable.output_shardings[0]
     return s if is_multi_device(s) else None
 

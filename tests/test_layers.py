@@ -138,3 +138,84 @@ def test_the_circle_check_sees_a_circle_through_a_function_level_import(tmp_path
     (package / "a" / "two.py").write_text("def f():\n    from xlanb.a.one import g\n")
     monkeypatch.setattr(sys.modules[__name__], "ROOT", package)
     assert import_circles() == [["xlanb.a.one", "xlanb.a.two"]]
+
+
+# Module-level mutables that are not runtime state, each with its reason. Runtime state (what a
+# sync, a cell or `reset()` reads and changes) lives on the Runtime (xlanb/state.py); anything else
+# module-level and mutable fails the test below.
+NOT_RUNTIME_STATE = {
+    "_config.py": {"_fixed": "fields frozen for the process (device_name), by design past reset()",
+                   "_watchers": "callbacks registered once at install, as listeners are"},
+    "capture/checks.py": {"_index_shapes": "a pure memo of torch's indexing shapes"},
+    "capture/device.py": {"_registered": "torch's PrivateUse1 backend is renamed once per process"},
+    "capture/factories.py": {"_library": "the torch.library registration handle, alive for the process"},
+    "capture/frames.py": {"_library_files": "a pure memo: which files are library code",
+                          "_frames": "interned Frame objects, one per source line"},
+    "capture/nans.py": {"_recording": "the scopes debug_nans opens, following the setting (not reset)"},
+    "capture/scopes.py": {"_child_names": "a memo of module attribute names, checked at each use",
+                          "_hook_functions": "the two hook functions it registers (constants)"},
+    "capture/tensor.py": {"_next_address": "fake storage addresses: identity, never reused while the process lives",
+                          "_by_address": "address -> live storage, weak: identity"},
+    "capture/torch_versions.py": {"_kept": "ctypes objects C++ holds pointers to: must outlive every caller"},
+    "capture/verdict.py": {"_checked": "CPU's verdict per signature: a pure memo of torch's answer"},
+    "compat/collectives.py": {"_rendezvous_count": "process-wide rendezvous ids, never repeated"},
+    "compat/sharding.py": {"_warned_use_spmd": "a one-time warning, as Python's warning registry"},
+    "compat/spawn.py": {"worker_setup": "the runner's per-process setup handed to spawned replicas"},
+    "compat/steps.py": {"_async_runner": "the background thread (a resource)",
+                        "_compiled_functions": "a function's compiled wrapper, weak on the function"},
+    "compat/torch_xla_tree/_XLAC.py": {"_next_id": "process-wide tensor ids, never repeated",
+                                       "_storage_ids": "storage -> its id, weak: identity"},
+    "dynamo/__init__.py": {"_backend": "the backend function, made once"},
+    "dynamo/_torch_hooks.py": {"_installed": "torch's hooks are patched once per process"},
+    "dynamo/backend.py": {"_ids": "process-wide graph ids, never repeated"},
+    "dynamo/breaks.py": {"_seen": "how far dynamo's own guard-failure lists were read (dynamo's state)",
+                         "_installed": "listeners are installed once per process"},
+    "events.py": {"_seq": "process-wide event ids, never repeated"},
+    "ir/node.py": {"_metas": "interned Meta objects"},
+    "lower/registry.py": {"_loaded": "the rule modules are imported once"},
+    "notebook/__init__.py": {"_loaded": "the IPython extension is loaded once per kernel"},
+    "notebook/widget.py": {"_widget_class": "the widget class, made once"},
+    "report/sharding.py": {"_picture_schema": "a constant piece of the JSON schema"},
+    "runtime/outside.py": {"_disable": "torch._dynamo.disable, looked up once the backend is registered"},
+}
+SCHEMA_FILES = {"report/schema.py"}          # the JSON schema: every module-level value is a constant piece of it
+_MUTABLE_CALLS = {"dict", "list", "set", "WeakKeyDictionary", "WeakValueDictionary", "WeakSet", "OrderedDict",
+                  "defaultdict", "deque", "count", "Counter"}
+
+
+def module_mutables(path: pathlib.Path):
+    """Names a module binds at its top level to a mutable container or a counter (constants, in
+    capitals, are left out)."""
+    for stmt in ast.parse(path.read_text()).body:
+        if not isinstance(stmt, (ast.Assign, ast.AnnAssign)) or stmt.value is None:
+            continue
+        v = stmt.value
+        call = getattr(v.func, "id", None) or getattr(v.func, "attr", None) if isinstance(v, ast.Call) else None
+        if not (isinstance(v, (ast.Dict, ast.List, ast.Set, ast.DictComp, ast.ListComp, ast.SetComp))
+                or call in _MUTABLE_CALLS):
+            continue
+        for t in stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]:
+            if isinstance(t, ast.Name) and not t.id.lstrip("_").isupper() and not t.id.startswith("__"):
+                yield t.id
+
+
+def test_runtime_state_lives_on_the_runtime():
+    found = {}
+    for path in ROOT.rglob("*.py"):
+        rel = path.relative_to(ROOT).as_posix()
+        if rel in SCHEMA_FILES:
+            continue
+        names = set(module_mutables(path))
+        if names:
+            found[rel] = names
+    unexplained = {f"{rel}: {n}" for rel, names in found.items() for n in names - set(NOT_RUNTIME_STATE.get(rel, ()))}
+    stale = {f"{rel}: {n}" for rel, reasons in NOT_RUNTIME_STATE.items() for n in reasons if n not in found.get(rel, ())}
+    assert unexplained == set(), "module-level state: put it on the Runtime (xlanb/state.py) or say why it is not"
+    assert stale == set(), "listed as not runtime state, but no longer there"
+
+
+def test_the_state_check_sees_a_module_level_list_and_dict(tmp_path):
+    source = tmp_path / "m.py"
+    source.write_text("import itertools\nA = []\n_seen = {}\n_ids = itertools.count()\nx: list = []\n"
+                      "def f():\n    local = []\n")
+    assert sorted(module_mutables(source)) == ["_ids", "_seen", "x"]

@@ -142,6 +142,8 @@ class Runtime:
         # (their count, handles, and the modules' spans of autograd sequence numbers): owned by
         # whoever opened them, as want_texts is: not reset
         self.module_hooks: list = [0, None, None]
+        # compat: the mesh `xs.set_global_mesh` set (a user's setting, kept by reset() as the device is)
+        self.global_mesh = None
         self._fresh()
 
     def _fresh(self) -> None:
@@ -196,6 +198,10 @@ class Runtime:
         self.step_closures: list = []
         self.async_step_closures: list = []
         self.async_step_errors: list = []
+        # compat: keys of graphs compiled for several devices (their runs count as ExecuteReplicatedTime),
+        # and whether an xp.StepTrace ended the step with a sync (the parallel loader then skips its own)
+        self.partitioned_keys: set = set()
+        self.tracer_marked_step = False
 
     # --- the public surface ------------------------------------------------------------
     @property

@@ -18,7 +18,6 @@ from xlanb.metrics import _count, _sample
 from xlanb.state import runtime_state
 
 _rt = runtime_state()
-_partitioned: set[str] = set()        # keys of graphs compiled for several devices
 
 
 def count_event(e: events.Event) -> None:
@@ -28,11 +27,11 @@ def count_event(e: events.Event) -> None:
             if e.direction == "to_device":
                 _sample("TensorToData", e.ns)
         elif isinstance(e, events.Partitioned):
-            _partitioned.add(e.key)
+            _rt.partitioned_keys.add(e.key)
         elif isinstance(e, events.Execute):
             if e.donated and not e.cached:
                 _sample("InputOutputAliasCount", e.donated)
-            if e.key in _partitioned:
+            if e.key in _rt.partitioned_keys:
                 _sample("ExecuteReplicatedTime", e.ns)
 
 

@@ -12,15 +12,17 @@ import time
 
 import jax
 
-_marked_step = [False]
+from xlanb.state import runtime_state
+
+_rt = runtime_state()
 
 
 def set_tracer_marked_step(value: bool) -> None:
-    _marked_step[0] = bool(value)
+    _rt.tracer_marked_step = bool(value)
 
 
 def get_tracer_marked_step() -> bool:
-    return _marked_step[0]
+    return _rt.tracer_marked_step
 
 
 class Trace:

@@ -21,8 +21,9 @@ from xlanb._config import config
 from xlanb.capture.tensor import LazyTensor
 from xlanb.spmd import api, mesh as mesh_module
 from xlanb.compat.mesh import HybridMesh, Mesh
+from xlanb.state import runtime_state
 
-_global_mesh: list = []
+_rt = runtime_state()
 _warned_use_spmd: list = []
 
 
@@ -61,11 +62,11 @@ def get_1d_mesh(axis_name: str | None = None) -> Mesh:
 
 
 def set_global_mesh(mesh: Mesh) -> None:
-    _global_mesh[:] = [mesh if isinstance(mesh, mesh_module.Mesh) else mesh_module.as_mesh(mesh)]
+    _rt.global_mesh = mesh if isinstance(mesh, mesh_module.Mesh) else mesh_module.as_mesh(mesh)
 
 
 def get_global_mesh() -> Mesh | None:
-    return _global_mesh[0] if _global_mesh else None
+    return _rt.global_mesh
 
 
 def _logical_ids(s) -> list[int]:

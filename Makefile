@@ -88,9 +88,9 @@ REFEREE_PY ?= $(PY)
 torch-xla-referee: $(STAMP)
 	@test -n "$(XLA)" || { echo "usage: make torch-xla-referee XLA=<pytorch/xla checkout> [REFEREE_PY=<python with torchvision>]"; exit 2; }
 	$(PY) -m pip install --quiet absl-py    # the test files' own dependency
-	$(PY) -m xlanb.compat.referee $(XLA)
-	$(REFEREE_PY) -m xlanb.compat.referee --examples $(XLA)
-	$(REFEREE_PY) -m xlanb.compat.referee --docs $(XLA)
+	$(PY) tools/torch_xla_referee.py $(XLA)
+	$(REFEREE_PY) tools/torch_xla_referee.py --examples $(XLA)
+	$(REFEREE_PY) tools/torch_xla_referee.py --docs $(XLA)
 
 lab: setup
 	mkdir -p notebooks

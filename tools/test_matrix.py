@@ -156,8 +156,9 @@ def junit_counts(report: str) -> dict:
 
 
 def stage_tests(workdir: str) -> None:
-    """tests/ and notebooks/ copied where the source package is not importable."""
-    for name in ("tests", "notebooks"):
+    """tests/, notebooks/ and tools/ (the referee runners some tests drive) copied where the source
+    package is not importable."""
+    for name in ("tests", "notebooks", "tools"):
         shutil.copytree(os.path.join(ROOT, name), os.path.join(workdir, name),
                         ignore=shutil.ignore_patterns("__pycache__", ".ipynb_checkpoints"))
     with open(os.path.join(workdir, "pytest.ini"), "w") as f:

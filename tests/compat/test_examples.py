@@ -1,16 +1,20 @@
-"""torch_xla's examples and doc pages through the referee's runner (`python -m xlanb.compat.referee
+"""torch_xla's examples and doc pages through the referee's runner (`python tools/torch_xla_referee.py
 --examples / --docs CHECKOUT`), on a small stand-in checkout: each runs unchanged on xlanb and as its
 CPU twin, with the losses, the tensors and the compiles per step compared. And what running the real
 examples found: a loss printed with f"{loss}" (the examples' progress line) formats as its number,
 and many programs with collectives in flight on 8 CPU devices finish (eager mode on a mesh)."""
 
+import os
+import sys
 import textwrap
 
 import pytest
 import torch
 
 from conftest import PROGRAMS, result_of, run_python
-from xlanb.compat import referee
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "tools"))
+import torch_xla_referee as referee  # noqa: E402  (a tool beside tools/torch_suites.py, not part of the package)
 
 TRAIN = '''
 import itertools

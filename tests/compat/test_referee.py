@@ -1,10 +1,12 @@
-"""`python -m xlanb.compat.referee CHECKOUT`: torch_xla-style test files run against the compat layer,
+"""`python tools/torch_xla_referee.py CHECKOUT`: torch_xla-style test files run against the compat layer,
 one count line per file."""
 
 import subprocess
 import sys
 
 from conftest import ROOT, clean_env
+
+REFEREE = str(ROOT / "tools" / "torch_xla_referee.py")
 
 
 def test_referee_counts_each_files_tests(tmp_path):
@@ -16,7 +18,7 @@ def test_referee_counts_each_files_tests(tmp_path):
         "    def test_device(self):\n        self.assertEqual(str(torch_xla.device()), 'xla:0')\n"
         "    def test_world(self):\n        self.assertEqual(xm.xrt_world_size(), 1)\n"
         "    def test_fails(self):\n        self.assertEqual(torch_xla.device_count(), 4)\n")
-    proc = subprocess.run([sys.executable, "-m", "xlanb.compat.referee", str(tmp_path), "test/test_fake.py",
+    proc = subprocess.run([sys.executable, REFEREE, str(tmp_path), "test/test_fake.py",
                            "test/missing.py"], env=clean_env(), cwd=str(ROOT), capture_output=True, text=True,
                           timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -25,6 +27,6 @@ def test_referee_counts_each_files_tests(tmp_path):
 
 
 def test_referee_refuses_a_directory_without_tests(tmp_path):
-    proc = subprocess.run([sys.executable, "-m", "xlanb.compat.referee", str(tmp_path)], env=clean_env(),
+    proc = subprocess.run([sys.executable, REFEREE, str(tmp_path)], env=clean_env(),
                           cwd=str(ROOT), capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2 and "has no test/ directory; give a pytorch/xla checkout" in proc.stderr

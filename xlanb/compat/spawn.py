@@ -26,7 +26,7 @@ from xlanb.compat import devices
 
 
 # (function, args) each spawned replica calls after installing the compat layer and before importing
-# the main script: the process-wide setup a runner did in this process (xlanb.compat.referee's sizes)
+# the main script: the process-wide setup a runner did in this process (tools/torch_xla_referee.py's sizes)
 worker_setup: list = []
 
 

@@ -1,8 +1,8 @@
 """torch_xla's own material as a referee for the compat layer.
 
-    python -m xlanb.compat.referee PYTORCH_XLA_CHECKOUT [test/file.py ...]
-    python -m xlanb.compat.referee --examples PYTORCH_XLA_CHECKOUT [examples/file.py ...]
-    python -m xlanb.compat.referee --docs PYTORCH_XLA_CHECKOUT [docs/source/page.md ...]
+    python tools/torch_xla_referee.py PYTORCH_XLA_CHECKOUT [test/file.py ...]
+    python tools/torch_xla_referee.py --examples PYTORCH_XLA_CHECKOUT [examples/file.py ...]
+    python tools/torch_xla_referee.py --docs PYTORCH_XLA_CHECKOUT [docs/source/page.md ...]
 
 Test files: each runs under pytest in a fresh process with the compat layer installed first, from
 the checkout's `test/` directory (the SPMD files on 8 CPU devices), and one line per file says how
@@ -217,8 +217,9 @@ def _prepare(checkout: str, shrink: str, cpu: bool) -> "_CompileSteps":
 
 def run_example(checkout: str, script: str, shrink: str, cpu: bool, args: list[str]) -> None:
     """One run of `script` (the --run mode the example runner starts in a fresh process)."""
+    import torch_xla_referee as referee          # by its module name: replicas unpickle the setup by name
     import xlanb.compat
-    from xlanb.compat import referee, spawn      # by its module name: replicas unpickle the setup by name
+    from xlanb.compat import spawn
     xlanb.compat.install()
     referee._prepare(checkout, shrink, cpu)
     spawn.worker_setup.append((referee._prepare, (checkout, shrink, cpu)))
@@ -240,7 +241,7 @@ def _child_env(devices: int, replicas: int = 0) -> dict:
 
 def _run(checkout: pathlib.Path, ex: Example, cpu: bool, timeout: int) -> dict:
     env = _child_env(ex.devices, 0 if cpu else ex.replicas)
-    command = [sys.executable, "-m", "xlanb.compat.referee", "--run", str(checkout), str(checkout / ex.path),
+    command = [sys.executable, os.path.abspath(__file__), "--run", str(checkout), str(checkout / ex.path),
                ex.shrink or "-", "cpu" if cpu else "xla", *ex.argv]
     try:
         proc = subprocess.run(command, cwd=str((checkout / ex.path).parent), env=env, capture_output=True, text=True,
@@ -313,7 +314,7 @@ def check_example(checkout: pathlib.Path, ex: Example, rtol: float = 1e-4, timeo
 def main_examples(argv: list[str]) -> int:
     checkout = pathlib.Path(argv[0]).resolve() if argv else None
     if checkout is None or not (checkout / "examples").is_dir():
-        print(f"xlanb.compat.referee --examples: {checkout} has no examples/ directory; give a pytorch/xla checkout",
+        print(f"torch_xla_referee --examples: {checkout} has no examples/ directory; give a pytorch/xla checkout",
               file=sys.stderr)
         return 2
     chosen = [ex for ex in EXAMPLES if not argv[1:] or ex.path in argv[1:]]
@@ -355,9 +356,8 @@ def run_doc(checkout: str, page: str, cpu: bool, out: str) -> None:
     import torch
 
     import xlanb.compat
-    from xlanb.compat import referee
     xlanb.compat.install()
-    steps = referee._prepare(checkout, "", cpu)
+    steps = _prepare(checkout, "", cpu)
     namespace = {"__name__": "__main__"}
     state = {}
     text = pathlib.Path(page).read_text()
@@ -383,7 +383,7 @@ def check_doc(checkout: pathlib.Path, page: str, rtol: float = 1e-4, timeout: in
     with tempfile.TemporaryDirectory(prefix="xlanb_referee_") as tmp:
         for where in ("xla", "cpu"):
             out = os.path.join(tmp, f"{where}.pt")
-            command = [sys.executable, "-m", "xlanb.compat.referee", "--run-doc", str(checkout), str(checkout / page),
+            command = [sys.executable, os.path.abspath(__file__), "--run-doc", str(checkout), str(checkout / page),
                        where, out]
             try:
                 proc = subprocess.run(command, cwd=tmp, env=_child_env(1), capture_output=True, text=True,
@@ -420,7 +420,7 @@ def check_doc(checkout: pathlib.Path, page: str, rtol: float = 1e-4, timeout: in
 def main_docs(argv: list[str]) -> int:
     checkout = pathlib.Path(argv[0]).resolve() if argv else None
     if checkout is None or not (checkout / "docs").is_dir():
-        print(f"xlanb.compat.referee --docs: {checkout} has no docs/ directory; give a pytorch/xla checkout",
+        print(f"torch_xla_referee --docs: {checkout} has no docs/ directory; give a pytorch/xla checkout",
               file=sys.stderr)
         return 2
     failed = 0
@@ -449,7 +449,7 @@ def main(argv: list[str]) -> int:
         return 0
     checkout = pathlib.Path(argv[0]).resolve()
     if not (checkout / "test").is_dir():
-        print(f"xlanb.compat.referee: {checkout} has no test/ directory; give a pytorch/xla checkout", file=sys.stderr)
+        print(f"torch_xla_referee: {checkout} has no test/ directory; give a pytorch/xla checkout", file=sys.stderr)
         return 2
     total = {"passed": 0, "run": 0}
     for name in argv[1:] or FILES:

@@ -84,16 +84,21 @@ def test_the_real_module_takes_the_stand_ins_place_when_a_name_it_lacks_is_read(
         x = torch.ones(3, 4, device="xla")
         y = (torch.nn.functional.linear(x, torch.ones(2, 4, device="xla")) * 2).sum().item()
         before = type(sys.modules[name]).__name__, "sympy" in sys.modules
+        stand_in = sys.modules[name]
         fn = torch.compile(lambda t: (t * 2).sum(), backend="eager", dynamic=True)
         sums = [fn(torch.ones(n)).item() for n in (3, 5)]
         import torch.fx.experimental.symbolic_shapes as shapes
+        stand_in.xlanb_test_flag = 7                  # a reference kept to the stand-in forwards
         print(json.dumps({"y": y, "before": before, "sums": sums,
                           "real": shapes is sys.modules[name] is torch.fx.experimental.symbolic_shapes
-                                  and hasattr(shapes, "ShapeEnv") and type(shapes).__name__ == "module"}))
+                                  and hasattr(shapes, "ShapeEnv") and type(shapes).__name__ == "module",
+                          "forwards": [stand_in.guard_or_false is shapes.guard_or_false,
+                                       stand_in.ShapeEnv is shapes.ShapeEnv, shapes.xlanb_test_flag]}))
     """)], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     out = json.loads(done.stdout.strip().splitlines()[-1])
-    assert out == {"y": 48.0, "before": ["_StandIn", False], "sums": [6.0, 10.0], "real": True}
+    assert out == {"y": 48.0, "before": ["_StandIn", False], "sums": [6.0, 10.0], "real": True,
+                   "forwards": [True, True, 7]}
 
 
 # elementwise_dtypes -------------------------------------------------------------------------

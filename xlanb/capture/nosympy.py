@@ -65,21 +65,36 @@ def _real() -> types.ModuleType:
         if isinstance(module, _StandIn):
             del sys.modules[_SYMBOLIC]
             try:
-                return importlib.import_module(_SYMBOLIC)
+                real = importlib.import_module(_SYMBOLIC)
             except BaseException:
                 sys.modules[_SYMBOLIC] = module
                 raise
+            for name in ANSWERS:        # from now on the stand-in only forwards to the real module
+                vars(module).pop(name, None)
+            return real
         return module if module is not None else importlib.import_module(_SYMBOLIC)
+
+
+def _dunder(name: str) -> bool:
+    return name.startswith("__") and name.endswith("__")
 
 
 class _StandIn(types.ModuleType):
     """`torch.fx.experimental.symbolic_shapes` until a name other than the plain-value answers
-    below is read from it."""
+    below is read from it; after that, a forwarder to the real module for whoever kept a
+    reference to it (reads and writes of every name go to the real module)."""
 
     def __getattr__(self, name):
-        if name.startswith("__") and name.endswith("__"):
+        if _dunder(name):
             raise AttributeError(name)
         return getattr(_real(), name)
+
+    def __setattr__(self, name, value):
+        real = sys.modules.get(_SYMBOLIC)
+        if _dunder(name) or real is None or real is self:
+            super().__setattr__(name, value)
+        else:
+            setattr(real, name, value)
 
 
 def _real_answer(name: str, *args):

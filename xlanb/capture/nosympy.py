@@ -50,7 +50,9 @@ _SYMBOLIC = "torch.fx.experimental.symbolic_shapes"
 
 def install() -> bool:
     """Both stand-ins, once per process; False when either could not be put in place."""
-    return _install_symbolic_shapes() and _install_elementwise_dtypes()
+    shapes = _install_symbolic_shapes()
+    dtypes = _install_elementwise_dtypes()
+    return shapes and dtypes
 
 
 # --- torch.fx.experimental.symbolic_shapes ---------------------------------------------------

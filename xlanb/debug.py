@@ -11,8 +11,8 @@ import sys
 
 from xlanb import events
 from xlanb.capture.tensor import LazyTensor, value
-from xlanb.ir.graph import build_graph, graph_text
-from xlanb.runtime.executor import lower_graph
+from xlanb.ir.graph import graph_text
+from xlanb.runtime.executor import lower_graph, new_graph
 from xlanb.state import runtime_state
 
 _rt = runtime_state()
@@ -22,7 +22,7 @@ def _graph(tensors):
     for t in tensors:
         if type(t) is not LazyTensor:
             raise TypeError(f"expected xla tensors, got {type(t).__name__} on {getattr(t, 'device', '?')}")
-    return build_graph([value(t) for t in tensors], _rt.graph_name)
+    return new_graph([value(t) for t in tensors], _rt.graph_name)
 
 
 def ir_text(*tensors) -> str:

@@ -92,7 +92,7 @@ def lines_text(lines) -> str:
 class Change:
     """One ingredient of a graph's cache key that differs from the graph compared with."""
     kind: str              # "input", "inputs", "op", "operands", "constant", "shape", "scalar", "scalars",
-                           # "outputs", "donation", "sharding", "shardings", "precision", "evicted", "cleared",
+                           # "outputs", "donation", "sharding", "shardings", "precision", "effort", "platform", "evicted", "cleared",
                            # "growth" (a hint)
     index: int
     before: str
@@ -123,6 +123,8 @@ class Change:
             return f"matmul precision {self.before!r} -> {self.after!r} (torch.set_float32_matmul_precision)"
         if self.kind == "effort":
             return f"compile effort {self.before!r} -> {self.after!r} (xlanb's compile_effort setting)"
+        if self.kind == "platform":
+            return f"platform {self.before} -> {self.after} (xlanb's platform setting: an executable runs on its own backend)"
         if self.kind == "evicted":
             return f"the same graph was evicted from the cache ({self.after})"
         if self.kind == "growth":      # location holds the dim that grows

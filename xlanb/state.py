@@ -17,109 +17,12 @@ from __future__ import annotations
 import collections
 import contextlib
 import threading
-import warnings
 import weakref
 
 import jax
 
 from xlanb._config import Config, config
 from xlanb.events import EventLog
-
-
-def _max_map_count() -> int | None:
-    """The kernel's limit on one process's memory maps (Linux's vm.max_map_count), None elsewhere."""
-    try:
-        with open("/proc/sys/vm/max_map_count") as f:
-            return int(f.read())
-    except (OSError, ValueError):
-        return None
-
-
-def _map_count() -> int:
-    """How many memory maps this process holds now (a line of /proc/self/maps each; ~1 ms per 10k)."""
-    with open("/proc/self/maps", "rb") as f:
-        return f.read().count(b"\n")
-
-
-class CompiledCache:
-    """The in-memory LRU {CacheKey -> Compiled}; its size is read from the config at each put.
-
-    It remembers the keys `clear()` dropped (as many as it can hold), so the explainer can tell a
-    graph compiled again because the cache was cleared from one the LRU evicted.
-
-    Each XLA CPU executable holds about a dozen memory maps (its JIT code, section by section), and Linux
-    kills a process that asks for more than vm.max_map_count (65530 by default) with a segfault
-    inside the next compile: 2048 executables of a program that compiles a graph per shape were
-    enough. So every `MAP_CHECK_EVERY` puts the cache counts the process's maps, and past
-    `MAP_BUDGET` of the limit it drops its older half and keeps that smaller size (`limit`), with
-    one warning that says how to raise the limit.
-    """
-
-    MAP_CHECK_EVERY = 64
-    MAP_BUDGET = 0.6
-    MAP_FLOOR = 32          # never trimmed below this many executables
-
-    def __init__(self):
-        self._entries: collections.OrderedDict = collections.OrderedDict()
-        self._cleared: collections.OrderedDict = collections.OrderedDict()
-        self._puts = 0
-        self._map_limit: int | None = None   # the size the memory-map budget allows (None: no bound yet)
-        self._warned = False
-
-    @property
-    def limit(self) -> int:
-        """Executables kept at most: the configured `cache_size`, or less where the maps budget says so."""
-        size = config().cache_size
-        return size if self._map_limit is None else max(1, min(size, self._map_limit))
-
-    def get(self, key):
-        entry = self._entries.get(key)
-        if entry is not None:
-            self._entries.move_to_end(key)
-        return entry
-
-    def peek(self, key):
-        """The entry without counting as a use (debugging looks must not change what is evicted)."""
-        return self._entries.get(key)
-
-    def put(self, key, compiled) -> None:
-        self._entries[key] = compiled
-        self._entries.move_to_end(key)
-        self._cleared.pop(key, None)
-        self._puts += 1
-        if self._puts % self.MAP_CHECK_EVERY == 0:
-            self._check_maps()
-        limit = self.limit
-        while len(self._entries) > limit:
-            self._entries.popitem(last=False)
-
-    def _check_maps(self) -> None:
-        most = _max_map_count()
-        if most is None or _map_count() <= self.MAP_BUDGET * most:
-            return
-        keep = max(self.MAP_FLOOR, len(self._entries) // 2)
-        if keep >= len(self._entries):
-            return
-        self._map_limit = keep
-        if not self._warned:
-            self._warned = True
-            warnings.warn(
-                f"xlanb: the compiled XLA executables hold most of this process's memory maps (Linux allows "
-                f"{most}: vm.max_map_count); the in-memory cache now keeps at most {keep} of them (older ones "
-                f"are compiled again if needed). Raise the limit (sysctl -w vm.max_map_count=262144) to keep "
-                f"more, or compile fewer distinct shapes.", RuntimeWarning, stacklevel=2)
-
-    def was_cleared(self, key) -> bool:
-        return key in self._cleared
-
-    def __len__(self) -> int:
-        return len(self._entries)
-
-    def clear(self) -> None:
-        self._cleared.update(dict.fromkeys(self._entries))
-        while len(self._cleared) > config().cache_size:
-            self._cleared.popitem(last=False)
-        self._entries.clear()
 
 
 class Runtime:
@@ -175,7 +78,8 @@ class Runtime:
         self.nan_error = None
         self.rng = None                        # the Storage of the device RNG key (capture.rng)
         # runtime: compiled graphs and launches
-        self.cache = CompiledCache()
+        # the LRU of executables: its class, and so its policy, is the runtime floor's (runtime/cache.py)
+        self.cache = self.new_cache() if self.new_cache is not None else None
         self.eager_ops: dict = {}              # eager fast path: (op, input types) -> CacheKey of its graph
         self.history: dict[str, collections.deque] = {}    # graph name -> recent CacheKeys (explainer)
         self.outstanding: list = []            # launched output arrays not yet known to be finished
@@ -299,6 +203,7 @@ class Runtime:
         raise error
 
     arm_capture_fault = None    # set by capture's install step: capture has no per-op check to spare
+    new_cache = None            # set by runtime/cache.py: CompiledCache, the executable cache's class
 
 
 FAULT_STAGES = ("capture", "lowering", "compilation", "execution", "transfer", "report")

@@ -212,14 +212,14 @@ def test_the_cache_shrinks_before_the_process_runs_out_of_memory_maps(monkeypatc
     """Each XLA CPU executable holds ~12 memory maps; past vm.max_map_count Linux kills the process in a
     compile (a graph per shape, 2048 cached, did): the cache counts maps and keeps fewer executables."""
     import warnings
-    from xlanb import state
-    if state._max_map_count() is None:
+    from xlanb.runtime import cache as policy
+    if policy._max_map_count() is None:
         import pytest
         pytest.skip("no /proc/sys/vm/max_map_count: not Linux")
-    start = state._map_count()
-    fake_limit = int((start + 1000) / state.CompiledCache.MAP_BUDGET)   # 1000 maps more than now: ~80 graphs
-    monkeypatch.setattr(state, "_max_map_count", lambda: fake_limit)
-    monkeypatch.setattr(state.CompiledCache, "MAP_CHECK_EVERY", 8)
+    start = policy._map_count()
+    fake_limit = int((start + 1000) / policy.CompiledCache.MAP_BUDGET)   # 1000 maps more than now: ~80 graphs
+    monkeypatch.setattr(policy, "_max_map_count", lambda: fake_limit)
+    monkeypatch.setattr(policy.CompiledCache, "MAP_CHECK_EVERY", 8)
     cache = xlanb.runtime_state().cache
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -229,7 +229,7 @@ def test_the_cache_shrinks_before_the_process_runs_out_of_memory_maps(monkeypatc
     said = [str(w.message) for w in caught if "vm.max_map_count" in str(w.message)]
     assert len(said) == 1 and f"Linux allows {fake_limit}" in said[0] and "sysctl -w vm.max_map_count" in said[0]
     assert len(cache) == cache.limit < 200
-    assert state._map_count() <= fake_limit * state.CompiledCache.MAP_BUDGET + 200
+    assert policy._map_count() <= fake_limit * policy.CompiledCache.MAP_BUDGET + 200
     x = torch.arange(3, dtype=torch.float32, device="xla")   # an evicted graph compiles again and is right
     assert (x * 2 + 1).sum().item() == 9.0
 
@@ -238,7 +238,7 @@ def test_every_path_puts_into_the_executable_cache_through_one_function(monkeypa
     """Lazy syncs, eager ops (first and fast path), value reads, get_sharding, a replayed function,
     torch.compile and the optimized-HLO look all compile through `executor.executable`."""
     import sys
-    from xlanb.state import CompiledCache
+    from xlanb.runtime.cache import CompiledCache
     put = CompiledCache.put
     callers = []
 
@@ -268,3 +268,26 @@ def test_every_path_puts_into_the_executable_cache_through_one_function(monkeypa
     assert z.cpu().shape == (4, 3) and step.replayed == 1
     assert len(callers) >= 6
     assert set(callers) == {("xlanb.runtime.executor", "executable")}
+
+
+def test_a_graph_is_built_from_its_arguments():
+    """ir/graph.py's build_graph reads no setting: the settings and the donation rule are passed in,
+    and the key carries them (runtime/executor.new_graph passes those in force)."""
+    from xlanb.capture.tensor import base_node
+    from xlanb.ir.graph import Settings, build_graph
+    from xlanb.runtime import executor
+    a, b = torch.ones(3, device="xla"), torch.ones(3, device="xla")
+    xlanb.sync()
+    y = a * b + a
+    root, inputs = base_node(y), [base_node(a), base_node(b)]
+    plain = build_graph([root], "g")
+    assert (plain.key.donate, plain.key.matmul_precision, plain.key.compile_effort, plain.key.platform) == \
+        ((), "highest", "default", "")
+    built = build_graph([root], "g", Settings("medium", "fast", "cpu"), donatable=lambda n: n is inputs[1])
+    assert built.inputs == inputs
+    assert (built.key.donate, built.key.matmul_precision, built.key.compile_effort, built.key.platform) == \
+        ((1,), "medium", "fast", "cpu")
+    with override(compile_effort="fast"):
+        assert executor.new_graph([root], "g").key.compile_effort == "fast"
+    assert executor.new_graph([root], "g").key == plain.key
+    assert y.cpu().tolist() == [2.0, 2.0, 2.0]

@@ -1,5 +1,5 @@
 """Every kind of cache miss is named by the ingredient of the CacheKey that changed
-(xlanb.ir.explain), in the Compile event and in `xlanb.debug.explain_recompiles()`."""
+(xlanb.runtime.explain), in the Compile event and in `xlanb.debug.explain_recompiles()`."""
 
 import os
 
@@ -203,3 +203,23 @@ def test_explanation_uses_the_location_namer_for_the_line_and_the_op():
     assert "op 0: aten.exp.default -> aten.sin.default (In [6] line 2)" in text
     assert THIS_FILE not in text
     assert THIS_FILE in xlanb.debug.explain_recompiles()            # without a namer: file:line
+
+
+def test_a_platform_change_compiles_again_and_is_named():
+    """The JAX backend is a key ingredient: an executable compiled under one platform setting is never
+    served under another (here "" and "cpu" name the same device, so the values agree)."""
+    platform = runtime_state().jax_device().platform
+    x = torch.arange(4.0, device="xla")
+    with xlanb.compile(name="plat"):
+        y = x * 3
+    with override(platform=platform):
+        with xlanb.compile(name="plat"):
+            z = x * 3
+        w = x - 7                       # an eager op's remembered key is not taken across platforms
+    v = x - 7
+    assert y.cpu().tolist() == z.cpu().tolist() == [0.0, 3.0, 6.0, 9.0]
+    assert w.cpu().tolist() == v.cpu().tolist()
+    first, second = [e for e in runtime_state().log.all() if isinstance(e, events.Compile) and e.name == "plat"]
+    (change,) = second.recompile.changes
+    assert (change.kind, change.before, change.after) == ("platform", "JAX's default", platform)
+    assert str(change).startswith(f"platform JAX's default -> {platform} ")

@@ -14,7 +14,8 @@ from helpers import compiles, counter
 from xlanb import events, hooks
 from xlanb._config import Config, config, override
 from xlanb.runtime.cache import persistent_cache
-from xlanb.state import CompiledCache, Runtime, runtime_state
+from xlanb.runtime.cache import CompiledCache
+from xlanb.state import Runtime, runtime_state
 
 
 def compile_events() -> list[events.Compile]:

@@ -5,7 +5,7 @@ import torch
 
 import xlanb
 from xlanb import events
-from xlanb.ir.explain import diff
+from xlanb.runtime.explain import diff
 from xlanb.ir.graph import CacheKey, build_graph
 from xlanb.ir.node import intern_meta
 from xlanb.ir.sharding import ShardingKey

@@ -29,6 +29,7 @@ from xlanb import events
 from xlanb.capture import realize
 from xlanb.capture.dispatch import dispatch
 from xlanb.capture.frames import user_location
+from xlanb.capture.nodes import current_scope
 from xlanb.capture.scopes import recording_modules
 from xlanb.capture.tensor import LazyTensor, base_node, new_tensor, view_chain
 from xlanb.ir.graph import location_text
@@ -261,10 +262,7 @@ class Comparison:
         else:
             self._origin.setdefault(_sequence_nr() - 1, where)      # the autograd node made for this op
         op.location = where
-        scope = _rt.module_scope
-        if scope is not None and scope.__class__ is not str:
-            scope = scope()
-        op.module = scope or ""
+        op.module = current_scope() or ""
         written = _written(func)
         cpu_args = tuple(self._to_cpu(a, i in written) for i, a in enumerate(args))
         cpu_kwargs = {k: self._to_cpu(v, k in written) for k, v in (kwargs or {}).items()}

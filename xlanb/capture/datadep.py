@@ -20,7 +20,8 @@ from xlanb.capture.frames import user_frames
 from xlanb.capture.realize import check_execution, to_cpu
 from xlanb.capture.verdict import check_once
 from xlanb.capture.tensor import LazyTensor, new_tensor, tensor_meta, value, write_value
-from xlanb.ir.node import data_node, intern_meta, make_node
+from xlanb.ir.node import data_node, intern_meta
+from xlanb.capture.nodes import make_node
 from xlanb.lower.fallback import host_dispatch
 from xlanb.runtime.transfer import upload
 

@@ -19,7 +19,8 @@ from xlanb.capture.handlers import choose_handler
 from xlanb.capture.record import outputs_of
 from xlanb.state import emit, note_stage, runtime_state
 from xlanb.capture.tensor import LazyTensor, tensor_meta
-from xlanb.ir.node import intern_meta, make_node
+from xlanb.ir.node import intern_meta
+from xlanb.capture.nodes import make_node
 
 _rt = runtime_state()
 

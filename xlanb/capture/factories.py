@@ -18,7 +18,8 @@ from xlanb.capture.realize import copy_across
 from xlanb.capture.rng import take_key
 from xlanb.capture.tensor import LazyTensor, new_tensor
 from xlanb.capture.torch_versions import backend_key, fill_backend_gaps
-from xlanb.ir.node import make_node, meta_of
+from xlanb.ir.node import meta_of
+from xlanb.capture.nodes import make_node
 from xlanb.lower.registry import lookup
 from xlanb.state import runtime_state
 

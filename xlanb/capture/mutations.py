@@ -19,7 +19,8 @@ from xlanb.state import runtime_state
 from xlanb.capture.tensor import (LazyTensor, new_view, storage_of, tensor_meta, value, view_chain,
                                   write_value)
 from xlanb.capture.views import as_strided_view
-from xlanb.ir.node import contiguous_strides, make_node
+from xlanb.ir.node import contiguous_strides
+from xlanb.capture.nodes import make_node
 
 _rt = runtime_state()
 

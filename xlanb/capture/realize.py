@@ -23,7 +23,7 @@ from xlanb.capture.frames import library_site, user_frames
 from xlanb.capture.growth import host_cat
 from xlanb.capture.tensor import (LazyTensor, base_node, holder_node, new_tensor, prune_pending, tensor_meta,
                                   view_chain, write)
-from xlanb.ir.graph import build_graph, graph_lines
+from xlanb.ir.graph import graph_lines
 from xlanb.ir.node import Node, data_node
 from xlanb.ir.precision import matmul_precision
 from xlanb.lower.fallback import host_dispatch
@@ -71,21 +71,16 @@ def execute(roots: list[Node], *, name: str, eager: bool, cause: str, frames=(),
     """Compiles (or fetches) and runs the graph behind `roots` (`graph`, when the caller built it),
     then stores the results."""
     if graph is None:
-        graph = build_graph(roots, name)
-    if donate:
-        graph = donating(graph)
+        graph = executor.new_graph(roots, name, donatable if donate else None)
     outs = executor.run_graph(graph, eager=eager, cause=cause, frames=frames)
     for root, buffer in zip(graph.roots, outs):
         root.release(buffer)
 
 
-def donating(graph):
-    """`graph` donating the buffers of its inputs that in-place writes overwrote (their old values
-    are read by this graph only)."""
-    overwritten = _rt.overwritten
-    kept = _rt.kept                  # values an open xlanb.compare() region still reads
-    positions = tuple(i for i, n in enumerate(graph.inputs) if n in overwritten and n not in kept)
-    return graph.with_donation(positions) if positions else graph
+def donatable(node: Node) -> bool:
+    """Whether a graph may donate an input's buffer: in-place writes overwrote it (its old value is
+    read by this graph only) and no open xlanb.compare() region still reads it."""
+    return node in _rt.overwritten and node not in _rt.kept
 
 
 def pending_roots(refs=None) -> list[Node]:
@@ -106,7 +101,7 @@ def pending_roots(refs=None) -> list[Node]:
 def pending_node_count() -> int:
     """Nodes that the next sync would compute (0 when nothing is pending)."""
     roots = pending_roots()
-    return build_graph(roots, "").compute_nodes if roots else 0
+    return executor.new_graph(roots, "").compute_nodes if roots else 0
 
 
 def sync(wait: bool = False, cause: str = "xlanb.sync") -> None:
@@ -159,7 +154,8 @@ _SINGLE = SingleDeviceSharding
 def eager_replay(fast_key, name: str, meta, buffers: tuple, scalar) -> LazyTensor | None:
     """The op's result if it ran before with these input types (None: take the slow path)."""
     key = _rt.eager_ops.get(fast_key)
-    if key is None or key.matmul_precision != matmul_precision() or key.compile_effort != _rt.config.compile_effort:
+    if key is None or key.matmul_precision != matmul_precision() or key.compile_effort != _rt.config.compile_effort \
+            or key.platform != _rt.config.platform:
         return None
     several = _rt.several_devices
     if several or (several is None and _rt.count_devices()):
@@ -178,7 +174,7 @@ def eager_replay(fast_key, name: str, meta, buffers: tuple, scalar) -> LazyTenso
 
 def eager_run(node: Node, fast_key) -> LazyTensor:
     """The fast path's first time: runs the one-node graph now and remembers its key."""
-    graph = build_graph([node], node.name)
+    graph = executor.new_graph([node], node.name)
     (out,) = executor.run_graph(graph, eager=True, cause="eager op")
     node.release(out)
     if _rt.nan_error is not None:
@@ -211,7 +207,7 @@ def realize(t: LazyTensor, cause: str) -> Node:
         if site:
             cause = f"{cause} in {site}"
         name = _rt.graph_name
-        graph = build_graph([n], name)
+        graph = executor.new_graph([n], name)
         if graph.inputs:
             check_execution(cause, frames)
         else:       # a value made from shapes and constants only: it cuts nothing, even in full_graph
@@ -340,7 +336,7 @@ def pending_snapshot(namespace=None) -> events.PendingSnapshot | None:
             i = position.get(base_node(v))
             if i is not None:
                 held.append(events.PendingTensor(name, tensor_meta(v).text, i))
-    snapshot = events.PendingSnapshot(ir=graph_lines(build_graph(roots, _rt.graph_name)), roots=len(roots),
+    snapshot = events.PendingSnapshot(ir=graph_lines(executor.new_graph(roots, _rt.graph_name)), roots=len(roots),
                                       tensors=tuple(held))
     emit(snapshot)
     return snapshot

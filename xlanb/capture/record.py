@@ -18,7 +18,8 @@ from xlanb.capture.verdict import (PROBED, check_once, cpu_answer, cpu_verdict, 
                                    with_cpu_dtypes)
 from xlanb.state import runtime_state
 from xlanb.capture.tensor import LazyTensor, new_tensor, value
-from xlanb.ir.node import Meta, Node, Scalar, data_node, lift, make_node, meta_of
+from xlanb.ir.node import Meta, Node, Scalar, data_node, meta_of
+from xlanb.capture.nodes import lift, make_node
 from xlanb.lower.fallback import host_dispatch
 from xlanb.lower.registry import lookup
 from xlanb.runtime.transfer import upload

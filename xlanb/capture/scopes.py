@@ -2,7 +2,7 @@
 
 While a `recording_modules()` scope is open, two global module hooks push and pop the path of
 the running module (`blocks.0.attn.qkv`, named as `named_modules()` names it from the outermost
-module called) into `runtime_state().module_scope`, and `ir.node.new_node` stores it on each node.
+module called) into `runtime_state().module_scope`, and capture/nodes.py passes it to each node it makes.
 With no scope open the hooks are not installed (torch's module call then takes its fast path)
 and `module_scope` is None: a node pays one attribute read.
 

@@ -23,10 +23,11 @@ import operator
 import torch
 import torch.fx as fx
 
-from xlanb.ir.graph import build_graph
-from xlanb.ir.node import Meta, Node, make_node, meta_of, new_node
+from xlanb.capture.nodes import make_node
+from xlanb.ir.node import Meta, Node, data_node, meta_of
 from xlanb.lower.registry import lookup
 from xlanb.lower.to_jax import build_function
+from xlanb.runtime import executor
 
 _COPY_ = torch.ops.aten.copy_.default
 # The same value under another name (AOTAutograd keeps them for aliasing metadata): no node at all.
@@ -39,7 +40,7 @@ class NotAProgram(Exception):
 
 
 class _Placeholder:
-    """A non-None buffer for input nodes, so build_graph and build_function see inputs."""
+    """A non-None buffer for input nodes, so the graph walk and build_function see inputs."""
 
     def __repr__(self) -> str:
         return "<fx placeholder>"
@@ -57,9 +58,7 @@ def _key_meta() -> Meta:
 
 
 def _input(meta: Meta) -> Node:
-    n = new_node("xlanb.device_data", "xlanb.device_data", (), None, (), meta, ("xlanb.device_data", (), None, meta))
-    n.buffer = _PLACEHOLDER
-    return n
+    return data_node(_PLACEHOLDER, meta)
 
 
 def _static_meta(val, what: str) -> Meta:
@@ -180,7 +179,7 @@ class Program:
         else:
             roots_meta = tuple(r.meta for r in roots)
         self.metas = roots_meta
-        graph = build_graph(roots, name)
+        graph = executor.new_graph(roots, name)
         graph.inputs = inputs            # every input, in call order (unused ones too)
         index = {n: i for i, n in enumerate(graph.order)}
         for node in inputs:

@@ -1,7 +1,7 @@
 """A Graph is the pending computation behind a set of root nodes, ready to compile.
 
 Its CacheKey is a small frozen record of named ingredients, used both by the LRU lookup
-and by the recompile explainer (ir/explain.py), so every miss can name what changed:
+and by the recompile explainer (runtime/explain.py), so every miss can name what changed:
   entries  every node in post-order: an input's Meta, or an op's (local key, operand
            positions). Positions make aliasing part of the key: `x + x` and `x + y` are
            two graphs, while `x + y` and `y + x` (different tensors, same program) are one.
@@ -23,6 +23,8 @@ and by the recompile explainer (ir/explain.py), so every miss can name what chan
            is NaN, and donates nothing (runtime/nans.py)
   compile_effort  the compile_effort setting when the graph was built: how hard XLA optimizes it
            (the same program, another executable: runtime/stages.py)
+  platform  the JAX backend configured when the graph was built ("" for JAX's default): an
+           executable compiled for one backend never runs on another
 Keys compare exactly, so a hash collision can never pick the wrong executable.
 """
 
@@ -32,10 +34,9 @@ import dataclasses
 import hashlib
 import os
 
-from xlanb._config import config
 from xlanb.events import IrLine, lines_text
 from xlanb.ir.node import Node, Scalar, meta_text
-from xlanb.ir.precision import DEFAULT, matmul_precision
+from xlanb.ir.precision import DEFAULT
 from xlanb.ir.sharding import input_shardings
 
 
@@ -51,6 +52,7 @@ class CacheKey:
     matmul_precision: str = DEFAULT
     nan_check: bool = False
     compile_effort: str = "default"
+    platform: str = ""
 
     def digest(self) -> str:
         """A short id for reports (stable within a process; never used for lookups)."""
@@ -78,9 +80,6 @@ class Graph:
     def digest(self) -> str:
         return self.key.digest()
 
-    def with_donation(self, donate: tuple[int, ...]) -> "Graph":
-        return dataclasses.replace(self, key=dataclasses.replace(self.key, donate=donate))
-
     def with_recycling(self, metas: tuple) -> "Graph":
         return dataclasses.replace(self, key=dataclasses.replace(self.key, recycled=tuple(metas)))
 
@@ -89,8 +88,18 @@ class Graph:
         return dataclasses.replace(self, key=dataclasses.replace(self.key, nan_check=True, donate=()))
 
 
-def build_graph(roots: list[Node], name: str) -> Graph:
-    """Post-order walk from the roots; computed nodes become inputs."""
+@dataclasses.dataclass(frozen=True)
+class Settings:
+    """What a graph is built under besides its nodes, read by the runtime when a graph is made
+    (runtime/executor.py's new_graph) and passed in: the IR reads no configuration itself."""
+    matmul_precision: str = DEFAULT
+    compile_effort: str = "default"
+    platform: str = ""
+
+
+def build_graph(roots: list[Node], name: str, settings: Settings = Settings(), donatable=None) -> Graph:
+    """Post-order walk from the roots; computed nodes become inputs. `donatable(node)` says which
+    inputs' buffers the outputs may reuse (nothing is donated without it)."""
     index: dict[Node, int] = {}
     order: list[Node] = []
     inputs: list[Node] = []
@@ -141,9 +150,10 @@ def build_graph(roots: list[Node], name: str) -> Graph:
             distinct.append(s)
         scalar_slot[id(s)] = slot
         uses.append(slot)
+    donate = tuple(i for i, n in enumerate(inputs) if donatable(n)) if donatable is not None and inputs else ()
     key = CacheKey(tuple(entries), tuple(index[r] for r in roots), tuple(type(s.value) for s in distinct), tuple(uses),
-                   shardings=input_shardings(inputs), matmul_precision=matmul_precision(),
-                   compile_effort=config().compile_effort)
+                   donate=donate, shardings=input_shardings(inputs), matmul_precision=settings.matmul_precision,
+                   compile_effort=settings.compile_effort, platform=settings.platform)
     return Graph(name=name, order=order, inputs=inputs, scalars=distinct, roots=list(roots), key=key,
                  scalar_slot=scalar_slot)
 

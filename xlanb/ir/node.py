@@ -12,11 +12,6 @@ from __future__ import annotations
 
 import torch
 
-from xlanb._config import config
-from xlanb.state import runtime_state
-
-_rt = runtime_state()
-
 # Interned metadata ---------------------------------------------------------------------
 
 _DTYPE_SHORT = {
@@ -109,23 +104,6 @@ class Scalar:
         return f"Scalar({self.value!r})"
 
 
-_new_scalar = object.__new__     # lift() makes one per use: skipping __init__'s frame is measurable
-
-
-def lift(value):
-    """Returns a Scalar for a liftable Python number, else the value itself."""
-    t = type(value)
-    if t is float or t is int:
-        if (value == 0 or value == 1 or value == -1) and config().special_scalars:
-            return value
-        if t is int and not -(2 ** 63) <= value < 2 ** 63:
-            return value
-        s = _new_scalar(Scalar)
-        s.value = value
-        return s
-    return value
-
-
 # Nodes ---------------------------------------------------------------------------------
 
 class _NodeMarker:
@@ -209,23 +187,23 @@ def _collect(x, found: list) -> None:
 
 
 def new_node(op, name: str, args: tuple, kwargs: dict | None, operands: tuple, meta, key: tuple,
-             location=None) -> Node:
-    """The one node constructor. Callers pass the operands and local key they computed (or
-    memoised) with `operands_of` and `local_key`; `make_node` does both."""
+             location=None, scope=None) -> Node:
+    """The one node constructor, from its arguments alone. Callers pass the operands and local
+    key they computed (or memoised) with `operands_of` and `local_key`; `make_node` does both.
+    Capture passes the module scope that is running (capture/scopes.py's node constructors)."""
     n = Node()
     n.op, n.name, n.args, n.kwargs, n.operands, n.meta = op, name, args, kwargs, operands, meta
     n.local_key = key
     n.buffer = None
     n.location = location
-    scope = _rt.module_scope     # None unless module scopes are recorded (capture/scopes.py)
-    n.scope = scope if scope is None or scope.__class__ is str else scope()
+    n.scope = scope
     return n
 
 
-def make_node(op, name: str, args: tuple, kwargs: dict | None, meta, location=None) -> Node:
+def make_node(op, name: str, args: tuple, kwargs: dict | None, meta, location=None, scope=None) -> Node:
     """A pending node for any argument structure."""
     return new_node(op, name, args, kwargs, operands_of(args, kwargs), meta, local_key(name, args, kwargs, meta),
-                    location)
+                    location, scope)
 
 
 def data_node(buffer, meta: Meta) -> Node:

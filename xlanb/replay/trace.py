@@ -31,7 +31,6 @@ from xlanb.capture.frames import user_frames
 from xlanb.capture.modes import CompileScope
 from xlanb.replay.holders import Holders, code_names, find_holders, object_paths, path_object, path_text
 from xlanb.capture.tensor import LazyTensor, Storage, holder_node, tensor_meta
-from xlanb.ir.graph import build_graph
 from xlanb.ir.node import Meta
 from xlanb.lower.registry import has_rule
 from xlanb.runtime import executor, nans
@@ -399,7 +398,7 @@ def _sync(trace: Trace, name: str, out, before: Holders, arg_nodes: dict, watche
         _rt.pending.clear()
         trace.fail("the body computes nothing on the device")
         return
-    graph = realize.donating(build_graph(roots, name))
+    graph = executor.new_graph(roots, name, realize.donatable)
     fallbacks = sorted({n.name for n in graph.order if n.buffer is None and not has_rule(n.name)})
     if fallbacks:
         trace.fail(f"it runs {', '.join(fallbacks)} on the CPU (no lowering)")

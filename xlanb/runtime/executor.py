@@ -1,4 +1,5 @@
-"""run_graph: CacheKey -> cached executable (lower + compile on a miss) -> launch.
+"""new_graph: pending roots -> Graph, under the settings in force; run_graph: CacheKey -> cached
+executable (lower + compile on a miss) -> launch.
 
 Execution is asynchronous: the returned arrays are futures; `wait()` blocks on every
 launch not yet known to be finished. Every miss emits CompileStart, then Compile (plain
@@ -16,9 +17,10 @@ import jax
 import numpy as np
 
 from xlanb import events
-from xlanb.ir.explain import explain
-from xlanb.ir.graph import Graph, graph_lines
-from xlanb.ir.node import Meta
+from xlanb.runtime.explain import explain
+from xlanb.ir.graph import Graph, Settings, build_graph, graph_lines
+from xlanb.ir.node import Meta, Node
+from xlanb.ir.precision import matmul_precision
 from xlanb.lower.dtypes import to_jax_dtype
 from xlanb.lower.registry import has_rule
 from xlanb.lower.to_jax import build_function
@@ -40,6 +42,18 @@ def _info(meta) -> events.TensorInfo:
 
 def _module_name(name: str) -> str:
     return re.sub(r"[^0-9A-Za-z_]", "_", name) or "graph"
+
+
+def settings() -> Settings:
+    """What a graph built now is built under besides its nodes (each a CacheKey ingredient)."""
+    cfg = _rt.config
+    return Settings(matmul_precision(), cfg.compile_effort, cfg.platform)
+
+
+def new_graph(roots: list[Node], name: str, donatable=None) -> Graph:
+    """The graph behind `roots` under the settings in force now (ir/graph.py's build_graph, which
+    reads none itself); `donatable(node)` names the inputs whose buffers its outputs may reuse."""
+    return build_graph(roots, name, settings(), donatable)
 
 
 @jax_entry

@@ -14,8 +14,8 @@ import torch
 
 from xlanb.capture.realize import realize
 from xlanb.capture.tensor import LazyTensor, base_node, tensor_meta, value, view_chain, write
-from xlanb.ir.graph import build_graph
-from xlanb.ir.node import data_node, make_node
+from xlanb.ir.node import data_node
+from xlanb.capture.nodes import make_node
 from xlanb.ir.sharding import is_multi_device, sharding_text
 from xlanb.runtime import executor
 from xlanb.runtime.partition import CONSTRAINT, constraint_key, place
@@ -121,7 +121,7 @@ def get_sharding(t: torch.Tensor):
     if node.buffer is not None:
         s = node.buffer.sharding
         return s if is_multi_device(s) else None
-    graph = build_graph([node], _rt.graph_name)
+    graph = executor.new_graph([node], _rt.graph_name)
     _, compiled, _ = executor.executable(graph, eager=False, cause="get_sharding")    # as run_graph will see it
     s = compiled.executable.output_shardings[0]
     return s if is_multi_device(s) else None

@@ -152,6 +152,8 @@ def diff(before: CacheKey, after: CacheKey, graph: Graph | None = None) -> list[
         changes.append(Change("precision", 0, before.matmul_precision, after.matmul_precision))
     if before.compile_effort != after.compile_effort:
         changes.append(Change("effort", 0, before.compile_effort, after.compile_effort))
+    if before.platform != after.platform:
+        changes.append(Change("platform", 0, before.platform or "JAX's default", after.platform or "JAX's default"))
     if before.nan_check != after.nan_check:
         changes.append(Change("debug_nans", 0, "on" if before.nan_check else "off", "on" if after.nan_check else "off"))
     if not changes and before == after:
@@ -239,4 +241,5 @@ def _distance(a: CacheKey, b: CacheKey) -> int:
     for x, y in ((_inputs(a), _inputs(b)), (_ops(a), _ops(b))):
         d += sum(p != q for p, q in zip(x, y)) + abs(len(x) - len(y))
     return (d + (a.donate != b.donate) + (a.roots != b.roots) + (a.shardings != b.shardings)
-            + (a.matmul_precision != b.matmul_precision) + (a.compile_effort != b.compile_effort))
+            + (a.matmul_precision != b.matmul_precision) + (a.compile_effort != b.compile_effort)
+            + (a.platform != b.platform))

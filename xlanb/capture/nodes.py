@@ -1,0 +1,49 @@
+"""How capture makes IR nodes: the IR builds a node from its arguments alone (ir/node.py), and
+capture passes what it knows when an op is recorded: the nn.Module path running now
+(capture/scopes.py keeps it in `runtime_state().module_scope`) and which Python numbers become
+graph inputs (the special_scalars setting)."""
+
+from __future__ import annotations
+
+from xlanb._config import config
+from xlanb.ir import node as ir
+from xlanb.ir.node import Scalar
+from xlanb.state import runtime_state
+
+_rt = runtime_state()
+_new_scalar = object.__new__     # lift() makes one per use: skipping __init__'s frame is measurable
+
+
+def current_scope() -> str | None:
+    """The module path running now; None unless module scopes are recorded (a node pays one read)."""
+    scope = _rt.module_scope
+    return scope if scope is None or scope.__class__ is str else scope()
+
+
+def new_node(op, name: str, args: tuple, kwargs: dict | None, operands: tuple, meta, key: tuple,
+             location=None) -> ir.Node:
+    """ir.node.new_node, in the module scope running now."""
+    scope = _rt.module_scope
+    if scope is not None and scope.__class__ is not str:
+        scope = scope()
+    return ir.new_node(op, name, args, kwargs, operands, meta, key, location, scope)
+
+
+def make_node(op, name: str, args: tuple, kwargs: dict | None, meta, location=None) -> ir.Node:
+    """ir.node.make_node, in the module scope running now."""
+    return ir.make_node(op, name, args, kwargs, meta, location, current_scope())
+
+
+def lift(value):
+    """Returns a Scalar for a liftable Python number (a graph input, so new values never
+    recompile), else the value itself: 0, 1 and -1 stay constants while special_scalars is on."""
+    t = type(value)
+    if t is float or t is int:
+        if (value == 0 or value == 1 or value == -1) and config().special_scalars:
+            return value
+        if t is int and not -(2 ** 63) <= value < 2 ** 63:
+            return value
+        s = _new_scalar(Scalar)
+        s.value = value
+        return s
+    return value

@@ -171,10 +171,10 @@ NOT_RUNTIME_STATE = {
     "compat/collectives.py": {"_rendezvous_count": "process-wide rendezvous ids, never repeated"},
     "compat/sharding.py": {"_warned_use_spmd": "a one-time warning, as Python's warning registry"},
     "compat/spawn.py": {"worker_setup": "the runner's per-process setup handed to spawned replicas"},
+    "compat/tensors.py": {"_next_id": "process-wide tensor ids, never repeated",
+                          "_storage_ids": "storage -> its id, weak: identity"},
     "compat/steps.py": {"_async_runner": "the background thread (a resource)",
                         "_compiled_functions": "a function's compiled wrapper, weak on the function"},
-    "compat/torch_xla_tree/_XLAC.py": {"_next_id": "process-wide tensor ids, never repeated",
-                                       "_storage_ids": "storage -> its id, weak: identity"},
     "dynamo/__init__.py": {"_backend": "the backend function, made once"},
     "dynamo/_torch_hooks.py": {"_installed": "torch's hooks are patched once per process"},
     "dynamo/backend.py": {"_ids": "process-wide graph ids, never repeated"},
@@ -229,3 +229,24 @@ def test_the_state_check_sees_a_module_level_list_and_dict(tmp_path):
     source.write_text("import itertools\nA = []\n_seen = {}\n_ids = itertools.count()\nx: list = []\n"
                       "def f():\n    local = []\n")
     assert sorted(module_mutables(source)) == ["_ids", "_seen", "x"]
+
+
+def test_the_torch_xla_face_only_names():
+    """xlanb/compat/torch_xla_tree/ (the `torch_xla` modules compat installs) imports and names: no
+    function, class or statement that does work; the logic lives in xlanb/compat/ proper, which never
+    imports the face."""
+    face = ROOT / "compat" / "torch_xla_tree"
+    problems = []
+    for path in face.rglob("*.py"):
+        for stmt in ast.parse(path.read_text()).body:
+            naming = isinstance(stmt, (ast.Import, ast.ImportFrom)) or (
+                isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Constant)) or (
+                isinstance(stmt, ast.Assign) and all(isinstance(t, ast.Name) for t in stmt.targets)
+                and all(isinstance(v, (ast.Constant, ast.Name, ast.Attribute, ast.List, ast.Tuple))
+                        for v in ast.walk(stmt.value) if not isinstance(v, ast.Load)))
+            if not naming:
+                problems.append(f"{path.relative_to(ROOT)}:{stmt.lineno} {type(stmt).__name__}")
+    assert problems == []
+    for path in ROOT.rglob("*.py"):
+        if face not in path.parents:
+            assert not [m for m in imports(path) if m.startswith("xlanb.compat.torch_xla_tree")], path

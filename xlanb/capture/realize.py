@@ -23,7 +23,7 @@ from xlanb.capture.frames import library_site, user_frames
 from xlanb.capture.growth import host_cat
 from xlanb.capture.tensor import (LazyTensor, base_node, holder_node, new_tensor, prune_pending, tensor_meta,
                                   view_chain, write)
-from xlanb.ir.graph import graph_lines
+from xlanb.ir.graph import build_graph, graph_lines
 from xlanb.ir.node import Node, data_node
 from xlanb.ir.precision import matmul_precision
 from xlanb.lower.fallback import host_dispatch
@@ -101,7 +101,7 @@ def pending_roots(refs=None) -> list[Node]:
 def pending_node_count() -> int:
     """Nodes that the next sync would compute (0 when nothing is pending)."""
     roots = pending_roots()
-    return executor.new_graph(roots, "").compute_nodes if roots else 0
+    return build_graph(roots, "").compute_nodes if roots else 0       # structure only: no settings, no placing
 
 
 def sync(wait: bool = False, cause: str = "xlanb.sync") -> None:
@@ -336,7 +336,7 @@ def pending_snapshot(namespace=None) -> events.PendingSnapshot | None:
             i = position.get(base_node(v))
             if i is not None:
                 held.append(events.PendingTensor(name, tensor_meta(v).text, i))
-    snapshot = events.PendingSnapshot(ir=graph_lines(executor.new_graph(roots, _rt.graph_name)), roots=len(roots),
+    snapshot = events.PendingSnapshot(ir=graph_lines(build_graph(roots, _rt.graph_name)), roots=len(roots),
                                       tensors=tuple(held))
     emit(snapshot)
     return snapshot

@@ -47,3 +47,7 @@ def install() -> None:
 
 def uninstall() -> None:
     _rt.unsubscribe(count_event)
+
+
+def save_metrics() -> None:
+    """`met.save_metrics`: torch_xla writes XLA_METRICS_FILE here; xlanb keeps metrics in memory only."""

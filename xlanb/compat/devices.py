@@ -9,6 +9,7 @@ process of `xmp.spawn`): several local devices are reached through a mesh (xs.Me
 from __future__ import annotations
 
 import dataclasses
+import re
 import sys
 
 import jax
@@ -138,3 +139,72 @@ def global_runtime_device_attributes() -> list[dict]:
     ...} as far as jax's devices say."""
     return [{"name": f"{device_type()}:{d.id}", "core_on_chip": getattr(d, "core_on_chip", 0),
              "coords": list(getattr(d, "coords", []) or [])} for d in _jax_devices()]
+
+
+# xr's and xm's other device queries ----------------------------------------------------
+
+def local_device_count() -> int:
+    return addressable_device_count()
+
+
+def local_process_count() -> int:
+    return 1
+
+
+def host_index() -> int:
+    return process_index()
+
+
+def is_bf16_supported() -> bool:
+    return True
+
+
+def runtime_device_attributes(name: str) -> dict:
+    return next(a for a in global_runtime_device_attributes() if a["name"] == name)
+
+
+def set_device_type(pjrt_device: str) -> None:
+    """Accepted when it names the platform xlanb runs on; xlanb's platform is chosen before import
+    (XLANB_PLATFORM), so another one is an error that says so."""
+    if pjrt_device.upper().split("_")[0] != device_type():
+        raise RuntimeError(f"xr.set_device_type({pjrt_device!r}): xlanb runs on {device_type()}; choose the platform "
+                           "with XLANB_PLATFORM=cpu|gpu|tpu before the process starts")
+
+
+def device_kind(device=None) -> str:
+    return _jax_devices()[0].device_kind
+
+
+def memory_info(device=None) -> dict:
+    """{'bytes_used', 'bytes_limit', 'peak_bytes_used'} from the PJRT device (zeros where it keeps none)."""
+    stats = _rt.jax_device().memory_stats() or {}
+    return {"bytes_used": stats.get("bytes_in_use", 0), "bytes_limit": stats.get("bytes_limit", 0),
+            "peak_bytes_used": stats.get("peak_bytes_in_use", 0)}
+
+
+def default_device() -> str:
+    return str(device())
+
+
+def replication_devices_count() -> int:
+    return 0 if world_size() == 1 else world_size()
+
+
+def set_replication(device, devices) -> None:
+    """torch_xla's per-thread replication setup; a no-op here: `xmp.spawn` sets the replicas up."""
+    del device, devices
+
+
+def _tpus() -> list:
+    return [d for d in _jax_devices() if d.platform == "tpu"]
+
+
+def tpu_version() -> int:
+    """The TPU generation (4 for 'TPU v4'), 0 when there is no TPU."""
+    tpus = _tpus()
+    match = re.search(r"v(\d+)", tpus[0].device_kind) if tpus else None
+    return int(match.group(1)) if match else 0
+
+
+def tpu_chips() -> int:
+    return len(_tpus())

@@ -17,6 +17,7 @@ import weakref
 
 import torch
 
+from xlanb._config import set_config
 from xlanb.capture import modes, realize, rng
 from xlanb.compat import devices
 from xlanb.runtime import executor
@@ -217,3 +218,20 @@ def save(data, file_or_path, master_only: bool = True, global_master: bool = Fal
     `torch.load` gives CPU data), written by the master ordinal only unless `master_only=False`."""
     if not master_only or devices.is_master_ordinal(local=not global_master):
         torch.save(realize.tree_to_cpu(data), file_or_path)
+
+
+def step_marker(device: str = "", devices_=None, wait: bool = True, reset_scope: bool = True) -> None:
+    """`_XLAC._xla_step_marker`: the end of a step (a sync with its closures)."""
+    sync(wait=wait)
+
+
+def initialize_cache(path: str, readonly: bool = False) -> None:
+    """`xr.initialize_cache`: the persistent compilation cache in `path` (xlanb's cache_dir).
+    `readonly` is accepted and has no effect: JAX's disk cache has no read-only mode."""
+    del readonly
+    set_config(cache_dir=str(path), persistent_cache=True)
+
+
+def cached_graph_count() -> int:
+    """Executables in the in-memory cache (`xr.get_num_cached_compilation_graph`)."""
+    return len(_rt.cache)

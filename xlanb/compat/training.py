@@ -1,8 +1,10 @@
 """What torch_xla's training scripts call around the step: xm.RateTracker, xm.broadcast_master_param,
-xm.collective_broadcast, and torch_xla.test.test_utils' progress lines and (absent) summary writer."""
+xm.collective_broadcast, torch_xla.test.test_utils' progress lines and (absent) summary writer,
+torch_xla.utils.utils' SampleGenerator and environment helpers, and xmp.MpModelWrapper."""
 
 from __future__ import annotations
 
+import os
 import time
 
 import torch
@@ -90,3 +92,54 @@ def write_to_summary(summary_writer, global_step=None, dict_to_write=None, write
 def close_summary_writer(summary_writer) -> None:
     if summary_writer is not None:
         summary_writer.close()
+
+
+# torch_xla.utils.utils ------------------------------------------------------------------
+
+class SampleGenerator:
+    """Yields `data` `sample_count` times: a stand-in for a DataLoader of synthetic data."""
+
+    def __init__(self, data, sample_count: int):
+        self._data = data
+        self._sample_count = sample_count
+        self._count = 0
+
+    def __iter__(self):
+        return SampleGenerator(self._data, self._sample_count)
+
+    def __len__(self) -> int:
+        return self._sample_count
+
+    def __next__(self):
+        if self._count >= self._sample_count:
+            raise StopIteration
+        self._count += 1
+        return self._data
+
+    next = __next__
+
+
+def getenv_as(name: str, type, defval=None):
+    """`os.environ[name]` converted with `type` (bool goes through int, so "0" is False), else defval."""
+    env = os.environ.get(name)
+    if env is None:
+        return defval
+    return bool(int(env)) if type is bool else type(env)
+
+
+def check_env_flag(name: str, default: str = "") -> bool:
+    return os.getenv(name, default).upper() in ("ON", "1", "YES", "TRUE", "Y")
+
+
+def as_list(t):
+    return t if isinstance(t, (tuple, list)) else [t]
+
+
+class MpModelWrapper:
+    """xmp's helper for fork-started replicas: `.to(device)` moves the wrapped model."""
+
+    def __init__(self, model):
+        self._model = model
+
+    def to(self, device):
+        return self._model.to(device)

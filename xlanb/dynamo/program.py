@@ -18,6 +18,7 @@ A graph this cannot take (symbolic shapes, an FX target that is not an ATen op) 
 
 from __future__ import annotations
 
+import dataclasses
 import operator
 
 import torch
@@ -180,13 +181,10 @@ class Program:
             roots_meta = tuple(r.meta for r in roots)
         self.metas = roots_meta
         graph = executor.new_graph(roots, name)
-        graph.inputs = inputs            # every input, in call order (unused ones too)
-        index = {n: i for i, n in enumerate(graph.order)}
-        for node in inputs:
-            if node not in index:
-                index[node] = len(graph.order)
-                graph.order.append(node)
-        self.graph = graph
+        walked = set(graph.order)
+        # every input, in call order (unused ones too), as the program is called
+        self.graph = graph = dataclasses.replace(graph, inputs=inputs,
+                                                 order=graph.order + [n for n in inputs if n not in walked])
         self.fn = build_function(graph)[0] if roots else None
 
     def __repr__(self) -> str:

@@ -52,8 +52,10 @@ def settings() -> Settings:
 
 def new_graph(roots: list[Node], name: str, donatable=None) -> Graph:
     """The graph behind `roots` under the settings in force now (ir/graph.py's build_graph, which
-    reads none itself); `donatable(node)` names the inputs whose buffers its outputs may reuse."""
-    return build_graph(roots, name, settings(), donatable)
+    reads none itself); `donatable(node)` names the inputs whose buffers its outputs may reuse. On a
+    mesh, inputs still on one device are placed on it here, before the graph's key is handed out."""
+    graph = build_graph(roots, name, settings(), donatable)
+    return partition.normalize_inputs(graph) if graph.key.shardings else graph
 
 
 @jax_entry
@@ -168,14 +170,12 @@ def run_graph(graph: Graph, *, eager: bool, cause: str = "", frames=()) -> tuple
 
 
 def executable(graph: Graph, *, eager: bool, cause: str = "", frames=()) -> tuple[Graph, Compiled, bool]:
-    """The graph as it runs (inputs of a mesh placed on it), its executable from the cache or
-    compiled now, and whether it was cached. With debug_nans on, the graph is the checked one
+    """The graph as it runs, its executable from the cache or compiled now, and whether it was
+    cached (the one function that puts into the cache). With debug_nans on, the graph is the checked one
     (runtime/nans.py): its launch's outputs go through `nans.check`."""
     cache = _rt.cache
     if _rt.config.debug_nans and not graph.key.nan_check:
         graph = graph.checking_nans()
-    if graph.key.shardings:
-        graph = partition.normalize_inputs(graph)
     compiled = cache.get(graph.key)
     cached = compiled is not None
     if compiled is None:

@@ -68,8 +68,9 @@ def place(x, sharding):
 
 
 def normalize_inputs(graph: Graph) -> Graph:
-    """A graph on a mesh whose inputs are partly on one device: those buffers are replicated over
-    the mesh once (kept in their nodes, so the next step's key is the same) and the key is redone."""
+    """A graph on a mesh whose inputs are partly on one device, as it is built (runtime/executor.py's
+    new_graph, before anyone holds its key): those buffers are replicated over the mesh once (the same
+    values, kept in their nodes, so the next step's key is the same) and the key is redone."""
     shardings = graph.key.shardings
     if not shardings or all(is_multi_device(k.sharding) for k in shardings):
         return graph
@@ -79,7 +80,7 @@ def normalize_inputs(graph: Graph) -> Graph:
     rep = replicated(mesh)
     for n, k in zip(graph.inputs, shardings):
         if not is_multi_device(k.sharding):
-            n.buffer = place(n.buffer, rep)
+            n.release(place(n.buffer, rep))
     return dataclasses.replace(graph, key=dataclasses.replace(graph.key, shardings=input_shardings(graph.inputs)))
 
 

@@ -250,6 +250,29 @@ def test_guard_argument_shape():
     assert reasons() == ["replay guard failed: argument 0 shape (16, 20) -> (8, 20)"]
 
 
+def test_an_evicted_executable_is_seen_by_the_replayed_call():
+    """A plan's executable is the cache's: each replayed call is a use (it stays in the LRU), and once the
+    LRU drops it the call traces again (compiling through the one door), as any graph would."""
+    from xlanb._config import override
+    f, model, opt, x, y = guarded_step()
+    cache = xlanb.runtime_state().cache
+    with override(cache_size=len(cache) + 1):
+        for n in range(3):                 # another graph between calls: the replayed step stays the newest use
+            torch.ones(n + 2, device="xla").add(1).cpu()
+            f(x, y, 1.5)
+        assert f.replayed == 4 and reasons() == []
+        for n in range(len(cache) + 1):    # enough new graphs to push every older one out
+            torch.ones(n + 50, device="xla").mul(3).cpu()
+        want = expected_loss(model, x, y)
+        before = compiles()
+        assert f(x, y, 1.5).item() == pytest.approx(want, rel=1e-5)
+        assert reasons() == [f"replay guard failed: its executable left the in-memory cache (evicted: cache_size "
+                             f"{cache.limit})"]
+        assert compiles() > before         # traced again: its graph compiled again through the cache
+        want = expected_loss(model, x, y)
+        assert f(x, y, 1.5).item() == pytest.approx(want, rel=1e-5)
+
+
 def test_guard_argument_dtype():
     w = torch.ones(4).to("xla")
     f = xlanb.compile(lambda x: (x * 2 + w).detach(), replay=True)

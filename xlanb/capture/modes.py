@@ -98,9 +98,8 @@ class CompileScope:
         self._saved = (_rt.eager, _rt.graph_name, _rt.allow_execution, _rt.track_locations,
                        _rt.observer)
         _rt.eager = False
-        _rt.graph_name = f"{self.name}_clear_pending"
         try:
-            realize.sync(cause=f"xlanb.compile: pending work flushed before '{self.name}'")
+            realize.flush_pending(self.name, f"xlanb.compile: pending work flushed before '{self.name}'")
         except BaseException:
             self._restore()
             raise

@@ -104,6 +104,17 @@ def pending_node_count() -> int:
     return build_graph(roots, "").compute_nodes if roots else 0       # structure only: no settings, no placing
 
 
+def flush_pending(name: str, cause: str) -> None:
+    """Syncs the pending work as graph `<name>_clear_pending` before compiled function `name` runs, so
+    that its own graph holds its body only (xlanb.compile's scope, and a replayed call)."""
+    previous = _rt.graph_name
+    _rt.graph_name = f"{name}_clear_pending"
+    try:
+        sync(cause=cause)
+    finally:
+        _rt.graph_name = previous
+
+
 def sync(wait: bool = False, cause: str = "xlanb.sync") -> None:
     """Compiles and launches the pending graph of all live tensors (torch_xla's mark_step)."""
     if type(wait) is not bool:

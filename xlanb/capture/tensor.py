@@ -298,6 +298,30 @@ def view_chain(t: LazyTensor) -> tuple:
     return () if t._node is not None else t._views
 
 
+def holder_of(t: LazyTensor):
+    """What holds `t`'s base value: the tensor itself, or its storage."""
+    return t if t._node is not None else t._storage
+
+
+def rebind_holder(holder, node: Node) -> None:
+    """A computed value into a holder, recording nothing (a replayed call's outputs): a tensor with a
+    value of its own takes `node`; a storage (or the storage under a view) takes it as its next
+    version, so its views read it."""
+    if type(holder) is LazyTensor:
+        if holder._node is not None:
+            holder._node = node
+            return
+        holder = holder._storage
+    holder.node = node
+    holder.version += 1
+
+
+def forget_view(t: LazyTensor) -> None:
+    """Drops a view's memo of its value (the storage under it is about to be rebound)."""
+    t._view_node = None
+    t._view_version = -1
+
+
 def check_no_replay_hazard(storage) -> None:
     """An in-place write makes torch rebuild the autograd history of the storage's views by
     replaying their view ops on the base (a subclass gets no as_strided replay). For an

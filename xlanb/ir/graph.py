@@ -54,6 +54,15 @@ class CacheKey:
     compile_effort: str = "default"
     platform: str = ""
 
+    def __hash__(self) -> int:
+        """Hashed once: a key is looked up at every sync and replayed call, and hashing its entries
+        walks every node (a dataclass's own __hash__ would, each time)."""
+        h = self.__dict__.get("_hash")
+        if h is None:
+            h = hash(tuple(getattr(self, f.name) for f in dataclasses.fields(self)))
+            object.__setattr__(self, "_hash", h)
+        return h
+
     def digest(self) -> str:
         """A short id for reports (stable within a process; never used for lookups)."""
         return hashlib.blake2b(repr(hash(self)).encode(), digest_size=8).hexdigest()

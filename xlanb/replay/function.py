@@ -29,7 +29,8 @@ from xlanb.replay.holders import follow, path_text
 from xlanb.replay.trace import (ARG, ARG_PATH, GRAD, HOLDER, REBIND_PATH, REBIND_STORAGE, REBIND_TENSOR,
                                         Trace, differs, hyperparameters, python_changed, python_values,
                                         trace_call)
-from xlanb.capture.tensor import LazyTensor, Storage, new_tensor, new_view, tensor_meta
+from xlanb.capture.tensor import (LazyTensor, Storage, base_node, forget_view, holder_of, new_tensor, new_view,
+                                  rebind_holder, tensor_meta)
 from xlanb.ir.node import data_node
 from xlanb.ir.precision import matmul_precision
 from xlanb.runtime import executor, partition
@@ -183,15 +184,15 @@ class ReplayedFunction:
     def _replay(self, plan: Trace, args, kwargs):
         start = time.perf_counter_ns()
         if _rt.pending:            # pending inputs (a scheduler's lr.fill_, a pending batch): as xlanb.compile
-            previous = _rt.graph_name
-            _rt.graph_name = f"{self.name}_clear_pending"
-            try:
-                realize.sync(cause=f"xlanb.compile: pending work flushed before replaying '{self.name}'")
-            finally:
-                _rt.graph_name = previous
+            realize.flush_pending(self.name, f"xlanb.compile: pending work flushed before replaying '{self.name}'")
         buffers, why = gather(plan, args, kwargs)
         if buffers is None:
             self._miss(why)
+            return _MISSED
+        cache = _rt.cache         # the plan's executables are the cache's: a use counts, an eviction is seen
+        if cache.get(plan.key) is not plan.compiled or (
+                plan.recycling is not None and cache.get(plan.recycling_key) is not plan.recycling):
+            self._miss(f"its executable left the in-memory cache (evicted: cache_size {cache.limit})")
             return _MISSED
         if plan.in_shardings is not None:
             buffers = partition.place_args(plan.in_shardings, buffers)
@@ -281,7 +282,7 @@ def _argument(a, expected) -> str | None:
         meta, sharding = value
         why = _argument(a, ("tensor", meta))
         if why is None:
-            b = (a._node if a._node is not None else a._storage.node).buffer
+            b = base_node(a).buffer
             if b is not None and sharding is not None and b.sharding != sharding:
                 return f"sharding {_sharding_text(sharding)} -> {_sharding_text(b.sharding)}"
         return why
@@ -324,7 +325,7 @@ def _resolve(where, args, kwargs):
         return None
     if type(t) is not LazyTensor:
         return None
-    return t if t._node is not None else t._storage
+    return holder_of(t)
 
 
 def _hyper_changed(opt, hyper) -> bool:
@@ -366,9 +367,7 @@ def gather(plan: Trace, args, kwargs):
                 return None, "a tensor the step reads became a view's base since the plan was made"
         elif kind == ARG:
             a = args[source] if type(source) is int else kwargs[source]
-            n = a._node
-            if n is None:
-                n = a._storage.node
+            n = base_node(a)
         elif kind == ARG_PATH:
             h = _resolve(source, args, kwargs)
             if h is None:
@@ -384,8 +383,7 @@ def gather(plan: Trace, args, kwargs):
             return None, "an input is still pending"
         buffers.append(b)
     for t in plan.view_users:     # their memo (a cache, stale once the version moves) holds the old base
-        t._view_node = None
-        t._view_version = -1
+        forget_view(t)
     for i in plan.donate:
         kind, source, meta = plan.sources[i]
         if kind == ARG:
@@ -448,28 +446,14 @@ def rebind(plan: Trace, outs, args, kwargs, reuse: dict | None = None):
     for j, ((bindings, meta), buffer) in enumerate(zip(plan.outputs, outs)):
         node = data_node(buffer, meta)
         if reuse is not None and j in reuse:
-            g = reuse[j]
-            if g._node is not None:
-                g._node = node
-            else:
-                g._storage.node = node
-                g._storage.version += 1
+            rebind_holder(reuse[j], node)
             continue
         for binding in bindings:
             kind = binding.kind
-            if kind == REBIND_STORAGE:
-                s = binding.holder
-                s.node = node
-                s.version += 1
-            elif kind == REBIND_TENSOR:
-                binding.holder._node = node
+            if kind == REBIND_STORAGE or kind == REBIND_TENSOR:
+                rebind_holder(binding.holder, node)
             elif kind == REBIND_PATH:                 # found by gather() a moment ago
-                h = _resolve(binding.holder, args, kwargs)
-                if type(h) is Storage:
-                    h.node = node
-                    h.version += 1
-                else:
-                    h._node = node
+                rebind_holder(_resolve(binding.holder, args, kwargs), node)
             else:                                      # FRESH: a new tensor, or a storage and its views
                 storage = Storage(node) if binding.storage else None
                 for place in binding.places:

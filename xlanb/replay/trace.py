@@ -85,6 +85,14 @@ class Trace:
 
     def __init__(self):
         self.reason: str | None = None
+        # the call's state outside the graph (_state): modes, the cache and RNG it ran with, the arguments
+        self.eager = False
+        self.grad_mode = self.autocast = self.autocast_xla = False
+        self.cache = None
+        self.rng = None
+        self.args: tuple = ()
+        self.kwarg_names: frozenset = frozenset()
+        self.kwargs: tuple = ()
         self.needs_heap = False       # a holder was not reached: the next traced call walks the whole heap
         self.python = ()
         self.python_sources = None
@@ -105,6 +113,7 @@ class Trace:
         self.return_spec = None
         self.recycle = ()             # (output position, parameter, view chain): fresh .grad outputs, written into the old .grad
         self.recycling = None         # the executable that takes the old .grad buffers (donated) after its arguments
+        self.recycling_key = None     # and its key in the executable cache
         self.first = False            # the first call of its signature (it may create state: optimizer moments)
 
     def fail(self, reason: str) -> None:
@@ -410,9 +419,10 @@ def _sync(trace: Trace, name: str, out, before: Holders, arg_nodes: dict, watche
                               and len(b.places) == 1 and b.places[0].to == GRAD)
         if recycling and trace.reason is None and trace.recycle and not graph.key.shardings:
             metas = tuple(trace.outputs[j].meta for j, _, _ in trace.recycle)
-            _, trace.recycling, _ = executor.executable(     # cached: a later traced call takes it from there
+            recycled, trace.recycling, _ = executor.executable(     # cached: a later traced call takes it from there
                 graph.with_recycling(metas), eager=False,
                 cause=f"replay of '{name}': its gradients written into the previous step's .grad buffers")
+            trace.recycling_key = recycled.key
     graph, compiled, cached = executor.executable(graph, eager=False, cause=cause, frames=frames)
     launched = executor.graph_args(graph, compiled)
     outs = executor.launch(compiled, name, launched, eager=False, cached=cached, donated=len(graph.donate))

@@ -419,10 +419,10 @@ def _sync(trace: Trace, name: str, out, before: Holders, arg_nodes: dict, watche
                               and len(b.places) == 1 and b.places[0].to == GRAD)
         if recycling and trace.reason is None and trace.recycle and not graph.key.shardings:
             metas = tuple(trace.outputs[j].meta for j, _, _ in trace.recycle)
-            recycled, trace.recycling, _ = executor.executable(     # cached: a later traced call takes it from there
+            _, trace.recycling, _ = executor.executable(     # cached: a later traced call takes it from there
                 graph.with_recycling(metas), eager=False,
                 cause=f"replay of '{name}': its gradients written into the previous step's .grad buffers")
-            trace.recycling_key = recycled.key
+            trace.recycling_key = trace.recycling.key
     graph, compiled, cached = executor.executable(graph, eager=False, cause=cause, frames=frames)
     launched = executor.graph_args(graph, compiled)
     outs = executor.launch(compiled, name, launched, eager=False, cached=cached, donated=len(graph.donate))
@@ -431,7 +431,7 @@ def _sync(trace: Trace, name: str, out, before: Holders, arg_nodes: dict, watche
     for root, buffer in zip(graph.roots, outs):
         root.release(buffer)
     _rt.pending.clear()
-    trace.key, trace.donate, trace.compiled = graph.key, graph.donate, compiled
+    trace.key, trace.donate, trace.compiled = compiled.key, graph.donate, compiled     # the cache's own key object
     trace.in_shardings = compiled.in_shardings
     trace.scalar_values = tuple((type(s.value), repr(s.value)) for s in graph.scalars)
     with jax.enable_x64(True):   # uploaded once: a replayed call passes the same numbers

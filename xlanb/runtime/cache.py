@@ -129,6 +129,7 @@ class CompiledCache:
         return self._entries.get(key)
 
     def put(self, key, compiled) -> None:
+        compiled.key = key
         self._entries[key] = compiled
         self._entries.move_to_end(key)
         self._cleared.pop(key, None)

@@ -68,11 +68,14 @@ class Lowered:
 class Compiled:
     """An XLA executable: call it with (*input buffers, [float scalars], [int scalars])."""
 
-    __slots__ = ("name", "digest", "executable", "in_shardings", "__weakref__")
+    __slots__ = ("name", "digest", "executable", "in_shardings", "key", "__weakref__")
 
     def __init__(self, name: str, digest: str, executable):
         self.name, self.digest, self.executable = name, digest, executable
         self.in_shardings = None    # on a mesh: the argument shardings it expects (runtime/partition.py)
+        # the CacheKey object the executable cache stores it under (runtime/cache.py): a lookup with that
+        # very object finds it without comparing the key's entries (a replayed call looks up every call)
+        self.key = None
 
     def __call__(self, *args):
         with jax.enable_x64(True):

@@ -71,6 +71,9 @@ class CompileScope:
         self.name, self.full_graph, self.detector = name, full_graph, detector
         self._saved = None
         self._inline = False
+        # what a normal exit runs instead of realize.sync(cause=...), given the cause: a replayed
+        # function's traced call syncs keeping the graph and its executable (replay/trace.py)
+        self.end = None
 
     def violation(self, cause: str, frames) -> None:
         """An execution was forced inside a full_graph body: raise, naming the user's line."""
@@ -121,7 +124,11 @@ class CompileScope:
                     _rt.observer = None
                     self.detector.end()
                 _rt.allow_execution = True
-                realize.sync(cause=f"end of compiled function '{self.name}'")
+                cause = f"end of compiled function '{self.name}'"
+                if self.end is None:
+                    realize.sync(cause=cause)
+                else:
+                    self.end(cause)
             elif self.detector is not None:
                 self.detector.abort()
         finally:

@@ -67,14 +67,15 @@ def raise_deferred() -> None:
 
 
 def execute(roots: list[Node], *, name: str, eager: bool, cause: str, frames=(), donate: bool,
-            graph=None) -> None:
+            graph=None) -> tuple:
     """Compiles (or fetches) and runs the graph behind `roots` (`graph`, when the caller built it),
-    then stores the results."""
+    then stores the results; returns the graph as it ran and its executable."""
     if graph is None:
         graph = executor.new_graph(roots, name, donatable if donate else None)
-    outs = executor.run_graph(graph, eager=eager, cause=cause, frames=frames)
+    graph, compiled, outs = executor.run(graph, eager=eager, cause=cause, frames=frames)
     for root, buffer in zip(graph.roots, outs):
         root.release(buffer)
+    return graph, compiled
 
 
 def donatable(node: Node) -> bool:
@@ -115,20 +116,32 @@ def flush_pending(name: str, cause: str) -> None:
         _rt.graph_name = previous
 
 
+def run_pending(name: str, cause: str, inspect=None) -> tuple | None:
+    """A full sync's body: the graph of every live pending value, as graph `name`, donating the
+    buffers in-place writes overwrote; `inspect(graph)` sees it before it runs. Returns the graph as
+    it ran and its executable, None when nothing was pending (xlanb.sync; a traced call keeps them:
+    replay/trace.py)."""
+    raise_deferred()
+    roots = pending_roots()
+    frames = user_frames(_rt.config.max_frames) if roots else ()
+    emit(events.Sync(kind="mark_step", name=name, roots=len(roots), cause=cause, frames=frames))
+    ran = None
+    if roots:
+        graph = executor.new_graph(roots, name, donatable)
+        if inspect is not None:
+            inspect(graph)
+        ran = execute(roots, name=name, eager=False, cause=cause, frames=frames, donate=True, graph=graph)
+    _rt.pending.clear()
+    if _rt.nan_error is not None:
+        raise_nan()
+    return ran
+
+
 def sync(wait: bool = False, cause: str = "xlanb.sync") -> None:
     """Compiles and launches the pending graph of all live tensors (torch_xla's mark_step)."""
     if type(wait) is not bool:
         raise TypeError(f"xlanb.sync(wait=...) must be True or False, got {type(wait).__name__} {wait!r}")
-    raise_deferred()
-    roots = pending_roots()
-    frames = user_frames(_rt.config.max_frames) if roots else ()
-    emit(events.Sync(kind="mark_step", name=_rt.graph_name, roots=len(roots), cause=cause,
-                            frames=frames))
-    if roots:
-        execute(roots, name=_rt.graph_name, eager=False, cause=cause, frames=frames, donate=True)
-    _rt.pending.clear()
-    if _rt.nan_error is not None:
-        raise_nan()
+    run_pending(_rt.graph_name, cause)
     if wait:
         executor.wait()
     if _rt.device_checks:

@@ -8,14 +8,13 @@ lazy), with three things added, all paid on traced calls only:
 - while the body runs, global module and optimizer hooks note which modules and optimizers it
   uses (their training flags and hyperparameters become guards), and an event listener notes
   what makes a body not replayable (a value read, a graph cut, a CPU fallback);
-- the exit sync is done here, so that the graph, its executable and the holder of each output
-  are kept.
+- the scope's exit sync is realize.run_pending with a look at the graph before it runs (the scope's
+  `end` hook), so that the graph, its executable and the holder of each output are kept.
 """
 
 from __future__ import annotations
 
 import gc
-import sys
 from typing import NamedTuple
 
 import jax
@@ -27,14 +26,13 @@ from torch.utils import _pytree as pytree
 
 from xlanb import events
 from xlanb.capture import realize
-from xlanb.capture.frames import user_frames
 from xlanb.capture.modes import CompileScope
 from xlanb.replay.holders import Holders, code_names, find_holders, object_paths, path_object, path_text
 from xlanb.capture.tensor import LazyTensor, Storage, holder_node, tensor_meta
 from xlanb.ir.node import Meta
 from xlanb.lower.registry import has_rule
-from xlanb.runtime import executor, nans
-from xlanb.state import emit, runtime_state
+from xlanb.runtime import executor
+from xlanb.state import runtime_state
 
 _rt = runtime_state()
 
@@ -135,9 +133,8 @@ def trace_call(fn, args, kwargs, name: str, full_graph: bool, detector, whole_he
     scope = CompileScope(name, full_graph, detector)
     scope.device_checks = False      # a check left in the graph would be a tensor the call made and kept
     scope.replay = True              # xlanb.compare() refuses to open inside it
-    scope.__enter__()
     watcher = _Watcher(trace)
-    try:
+    with scope:
         before = find_holders(fn, args, kwargs, whole_heap)
         arg_nodes = _arg_nodes(args, kwargs)
         _rt.subscribe(watcher.event)
@@ -147,9 +144,6 @@ def trace_call(fn, args, kwargs, name: str, full_graph: bool, detector, whole_he
         schedule = _refuse_schedulers(trace)
         try:
             out = fn(*args, **kwargs)
-        except BaseException:
-            scope.__exit__(*sys.exc_info())
-            raise
         finally:
             for h in hooks:
                 h.remove()
@@ -157,14 +151,11 @@ def trace_call(fn, args, kwargs, name: str, full_graph: bool, detector, whole_he
             if engine is not None:
                 torch.autograd._engine_run_backward = engine
             LRScheduler.step = schedule
-        if scope.detector is not None:
-            _rt.observer = None
-            scope.detector.end()
-        _rt.allow_execution = True
-        _guards(trace, watcher, fn, args, kwargs)
-        _sync(trace, name, out, before, arg_nodes, watcher, args, kwargs, recycling)
-    finally:
-        scope._restore()
+
+        def end(cause: str) -> None:      # the scope's sync, keeping what ran
+            _guards(trace, watcher, fn, args, kwargs)
+            _sync(trace, name, cause, out, before, arg_nodes, watcher, args, kwargs, recycling)
+        scope.end = end
     return out, trace
 
 
@@ -385,10 +376,10 @@ def _guards(trace: Trace, watcher: _Watcher, fn, args, kwargs) -> None:
     trace.slots = tuple(slots)
 
 
-def _sync(trace: Trace, name: str, out, before: Holders, arg_nodes: dict, watcher: "_Watcher", args,
+def _sync(trace: Trace, name: str, cause: str, out, before: Holders, arg_nodes: dict, watcher: "_Watcher", args,
           kwargs, recycling: bool = False) -> None:
-    """realize.sync, keeping the graph, its executable, its inputs' sources and outputs' holders."""
-    realize.raise_deferred()
+    """The scope's sync (realize.run_pending), keeping the graph, its executable, its inputs' sources
+    and its outputs' holders."""
     holders: dict = {}
     for ref in _rt.pending:
         h = ref()
@@ -399,20 +390,14 @@ def _sync(trace: Trace, name: str, out, before: Holders, arg_nodes: dict, watche
             found = holders.setdefault(n, [])
             if not any(x is h for x in found):
                 found.append(h)
-    roots = realize.pending_roots()
-    frames = user_frames(_rt.config.max_frames) if roots else ()
-    cause = f"end of compiled function '{name}'"
-    emit(events.Sync(kind="mark_step", name=name, roots=len(roots), cause=cause, frames=frames))
-    if not roots:
-        _rt.pending.clear()
-        trace.fail("the body computes nothing on the device")
-        return
-    graph = executor.new_graph(roots, name, realize.donatable)
-    fallbacks = sorted({n.name for n in graph.order if n.buffer is None and not has_rule(n.name)})
-    if fallbacks:
-        trace.fail(f"it runs {', '.join(fallbacks)} on the CPU (no lowering)")
-    _sources(trace, graph, before, arg_nodes, watcher.uploads)
-    if trace.reason is None:      # a trace that cannot be a plan needs no output bindings (they cost a heap walk)
+
+    def inspect(graph) -> None:        # before it runs: where its inputs come from, where its outputs go
+        fallbacks = sorted({n.name for n in graph.order if n.buffer is None and not has_rule(n.name)})
+        if fallbacks:
+            trace.fail(f"it runs {', '.join(fallbacks)} on the CPU (no lowering)")
+        _sources(trace, graph, before, arg_nodes, watcher.uploads)
+        if trace.reason is not None:   # a trace that cannot be a plan needs no output bindings (they cost a heap walk)
+            return
         _outputs(trace, graph, holders, out, before, arg_nodes, watcher.backward != 0, args, kwargs)
         trace.recycle = tuple((j, b.places[0].target, b.places[0].views) for j, (bindings, _) in enumerate(trace.outputs)
                               for b in bindings if len(bindings) == 1 and b.kind == FRESH
@@ -423,22 +408,18 @@ def _sync(trace: Trace, name: str, out, before: Holders, arg_nodes: dict, watche
                 graph.with_recycling(metas), eager=False,
                 cause=f"replay of '{name}': its gradients written into the previous step's .grad buffers")
             trace.recycling_key = trace.recycling.key
-    graph, compiled, cached = executor.executable(graph, eager=False, cause=cause, frames=frames)
-    launched = executor.graph_args(graph, compiled)
-    outs = executor.launch(compiled, name, launched, eager=False, cached=cached, donated=len(graph.donate))
-    if graph.key.nan_check:         # debug_nans: a NaN found is raised once the outputs are stored (below)
-        outs = nans.check(graph, outs, launched)
-    for root, buffer in zip(graph.roots, outs):
-        root.release(buffer)
-    _rt.pending.clear()
+
+    ran = realize.run_pending(name, cause, inspect)
+    if ran is None:
+        trace.fail("the body computes nothing on the device")
+        return
+    graph, compiled = ran
     trace.key, trace.donate, trace.compiled = compiled.key, graph.donate, compiled     # the cache's own key object
     trace.in_shardings = compiled.in_shardings
     trace.scalar_values = tuple((type(s.value), repr(s.value)) for s in graph.scalars)
     with jax.enable_x64(True):   # uploaded once: a replayed call passes the same numbers
         trace.scalar_args = [jax.device_put(v, _rt.jax_device()) for v in executor.scalar_vectors(graph)]
     trace.rng = _rt.rng
-    if _rt.nan_error is not None:
-        realize.raise_nan()
 
 
 def _sources(trace: Trace, graph, before: Holders, arg_nodes: dict, uploads: int) -> None:

@@ -163,10 +163,15 @@ def scalar_vectors(graph: Graph) -> list:
 def run_graph(graph: Graph, *, eager: bool, cause: str = "", frames=()) -> tuple:
     """Runs `graph` and returns one device array per root (launched, maybe not finished; with
     debug_nans on, finished and checked: a NaN found waits in `runtime_state().nan_error`)."""
+    return run(graph, eager=eager, cause=cause, frames=frames)[2]
+
+
+def run(graph: Graph, *, eager: bool, cause: str = "", frames=()) -> tuple[Graph, Compiled, tuple]:
+    """run_graph, also returning the graph as it ran and its executable (a traced replay keeps them)."""
     graph, compiled, cached = executable(graph, eager=eager, cause=cause, frames=frames)
     args = graph_args(graph, compiled)
     outs = launch(compiled, graph.name, args, eager=eager, cached=cached, donated=len(graph.donate))
-    return nans.check(graph, outs, args) if graph.key.nan_check else outs
+    return graph, compiled, nans.check(graph, outs, args) if graph.key.nan_check else outs
 
 
 def executable(graph: Graph, *, eager: bool, cause: str = "", frames=()) -> tuple[Graph, Compiled, bool]:

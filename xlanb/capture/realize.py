@@ -198,13 +198,12 @@ def eager_replay(fast_key, name: str, meta, buffers: tuple, scalar) -> LazyTenso
 
 def eager_run(node: Node, fast_key) -> LazyTensor:
     """The fast path's first time: runs the one-node graph now and remembers its key."""
-    graph = executor.new_graph([node], node.name)
-    (out,) = executor.run_graph(graph, eager=True, cause="eager op")
+    graph, compiled, (out,) = executor.run(executor.new_graph([node], node.name), eager=True, cause="eager op")
     node.release(out)
     if _rt.nan_error is not None:
         raise_nan()
     if not graph.key.shardings and not _rt.config.debug_nans:     # debug_nans: each op checked (capture/nans.py)
-        _rt.eager_ops[fast_key] = graph.key
+        _rt.eager_ops[fast_key] = compiled.key      # the cache's own key object: found by identity
     return new_tensor(node, node.meta)
 
 

@@ -250,3 +250,19 @@ def test_the_torch_xla_face_only_names():
     for path in ROOT.rglob("*.py"):
         if face not in path.parents:
             assert not [m for m in imports(path) if m.startswith("xlanb.compat.torch_xla_tree")], path
+
+
+def test_replay_writes_no_tensor_slot():
+    """Replay rebinds tensors through capture/tensor.py's functions (rebind_holder, forget_view), never
+    by writing a LazyTensor's or a Storage's slots itself."""
+    slots = {"_node", "_storage", "_views", "_view_node", "_view_version", "node", "version"}
+    problems = []
+    for path in (ROOT / "replay").rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(
+                node, (ast.AugAssign, ast.AnnAssign)) else []
+            for t in targets:
+                for sub in ast.walk(t):
+                    if isinstance(sub, ast.Attribute) and sub.attr in slots:
+                        problems.append(f"{path.relative_to(ROOT)}:{node.lineno} writes .{sub.attr}")
+    assert problems == []

@@ -1,5 +1,6 @@
 """compile_effort=fast against default (runtime/stages.py): the first step (with XLA's compile) and the
-steady step of W3 and W4, lazy, each setting in a fresh process (persistent cache off).
+steady step of W3, W4 and W7 (the HF GPT-2 training step, bench/hf_training.py), lazy, each setting in a
+fresh process (persistent cache off).
 
     python bench/compile_effort.py [--emit]          # both workloads, both settings
     python bench/compile_effort.py W4 fast           # one process: prints its RESULT line
@@ -23,7 +24,7 @@ sys.path.insert(0, str(HERE))
 from common import W3_STEPS, W4_STEPS, emit, median, perf  # noqa: E402
 from figures import Figure, at_most  # noqa: E402
 
-WORKLOADS = {"W3": W3_STEPS // 4, "W4": W4_STEPS}
+WORKLOADS = {"W3": W3_STEPS // 4, "W4": W4_STEPS, "W7": 4}       # steady steps timed
 EFFORTS = ("default", "fast")
 
 
@@ -33,7 +34,11 @@ def one(workload: str, effort: str) -> dict:
     from xlanb import events
     from xlanb.state import runtime_state
     from models import w3_setup, w4_setup
-    body = (w3_setup if workload == "W3" else w4_setup)("xla")
+    if workload == "W7":
+        from hf_training import setup
+        body = setup("xla")[0]
+    else:
+        body = (w3_setup if workload == "W3" else w4_setup)("xla")
     mark = runtime_state().log.mark()
     t0 = perf()
     body()

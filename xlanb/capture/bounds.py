@@ -32,10 +32,10 @@ import numpy as np
 import torch
 
 from xlanb.capture.frames import user_location
+from xlanb.capture.nodes import make_node
 from xlanb.capture.tensor import LazyTensor, new_tensor, value
 from xlanb.capture.verdict import raise_cpu_error
 from xlanb.ir.node import intern_meta
-from xlanb.capture.nodes import make_node
 from xlanb.lower.fallback import host_dispatch
 from xlanb.state import runtime_state
 

@@ -13,17 +13,17 @@ from __future__ import annotations
 import torch
 
 from xlanb import events
-from xlanb.state import emit, runtime_state
 from xlanb.capture import record as rec
 from xlanb.capture.checks import check_index_put, check_indices, check_representable, is_mask
 from xlanb.capture.frames import user_frames
-from xlanb.capture.realize import check_execution, to_cpu
-from xlanb.capture.verdict import check_once
-from xlanb.capture.tensor import LazyTensor, new_tensor, tensor_meta, value, write_value
-from xlanb.ir.node import data_node, intern_meta
 from xlanb.capture.nodes import make_node
+from xlanb.capture.realize import check_execution, to_cpu
+from xlanb.capture.tensor import LazyTensor, new_tensor, tensor_meta, value, write_value
+from xlanb.capture.verdict import check_once
+from xlanb.ir.node import data_node, intern_meta
 from xlanb.lower.fallback import host_dispatch
 from xlanb.runtime.transfer import upload
+from xlanb.state import emit, runtime_state
 
 aten = torch.ops.aten
 _rt = runtime_state()

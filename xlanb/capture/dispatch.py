@@ -16,11 +16,11 @@ from xlanb import events
 from xlanb._config import config
 from xlanb.capture import realize
 from xlanb.capture.handlers import choose_handler
+from xlanb.capture.nodes import make_node
 from xlanb.capture.record import outputs_of
-from xlanb.state import emit, note_stage, runtime_state
 from xlanb.capture.tensor import LazyTensor, tensor_meta
 from xlanb.ir.node import intern_meta
-from xlanb.capture.nodes import make_node
+from xlanb.state import emit, note_stage, runtime_state
 
 _rt = runtime_state()
 

@@ -14,12 +14,12 @@ from xlanb.capture import realize
 from xlanb.capture.checks import check_representable, unsupported
 from xlanb.capture.frames import user_location
 from xlanb.capture.growth import lift_fill
+from xlanb.capture.nodes import make_node
 from xlanb.capture.realize import copy_across
 from xlanb.capture.rng import take_key
 from xlanb.capture.tensor import LazyTensor, new_tensor
 from xlanb.capture.torch_versions import backend_key, fill_backend_gaps
 from xlanb.ir.node import meta_of
-from xlanb.capture.nodes import make_node
 from xlanb.lower.registry import lookup
 from xlanb.state import runtime_state
 

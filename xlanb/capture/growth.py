@@ -21,11 +21,11 @@ from __future__ import annotations
 
 import torch
 
-from xlanb.capture.record import plan_of
 from xlanb.capture import tensor as _tensor
+from xlanb.capture.nodes import lift, make_node
+from xlanb.capture.record import plan_of
 from xlanb.capture.tensor import LazyTensor, value
 from xlanb.ir.node import Node, Scalar, const_key, meta_of
-from xlanb.capture.nodes import lift, make_node
 from xlanb.runtime.transfer import download
 
 _new_scalar = object.__new__

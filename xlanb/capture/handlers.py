@@ -30,9 +30,9 @@ from xlanb.capture.record import NoMetaKernel, OpPlan, plan_of
 from xlanb.capture.verdict import check_once, raise_cpu_error
 from xlanb.capture.tensor import (LazyTensor, ViewStep, new_tensor, new_view, storage_of, tensor_meta, value,
                                   view_chain, write, write_value)
-from xlanb.state import emit, runtime_state
-from xlanb.ir.node import Meta, Node, Scalar, const_key, intern_meta, local_key, meta_of
 from xlanb.capture.nodes import lift, make_node, new_node
+from xlanb.ir.node import Meta, Node, Scalar, const_key, intern_meta, local_key, meta_of
+from xlanb.state import emit, runtime_state
 
 _rt = runtime_state()
 

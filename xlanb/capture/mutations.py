@@ -18,9 +18,9 @@ from xlanb.capture.storages import storage_for
 from xlanb.state import runtime_state
 from xlanb.capture.tensor import (LazyTensor, new_view, storage_of, tensor_meta, value, view_chain,
                                   write_value)
+from xlanb.capture.nodes import make_node
 from xlanb.capture.views import as_strided_view
 from xlanb.ir.node import contiguous_strides
-from xlanb.capture.nodes import make_node
 
 _rt = runtime_state()
 

@@ -16,13 +16,13 @@ from xlanb.capture.checks import (check_dtype_arguments, check_representable, ch
 from xlanb.capture.frames import user_location
 from xlanb.capture.verdict import (PROBED, check_once, cpu_answer, cpu_verdict, has_out, raise_cpu_error,
                                    with_cpu_dtypes)
-from xlanb.state import runtime_state
+from xlanb.capture.nodes import lift, make_node
 from xlanb.capture.tensor import LazyTensor, new_tensor, value
 from xlanb.ir.node import Meta, Node, Scalar, data_node, meta_of
-from xlanb.capture.nodes import lift, make_node
 from xlanb.lower.fallback import host_dispatch
 from xlanb.lower.registry import lookup
 from xlanb.runtime.transfer import upload
+from xlanb.state import runtime_state
 
 _rt = runtime_state()
 

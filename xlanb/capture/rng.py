@@ -12,9 +12,9 @@ import numbers
 import numpy as np
 import torch
 
+from xlanb.capture.nodes import make_node
 from xlanb.capture.tensor import LazyTensor, Storage, mark_pending, new_tensor, value
 from xlanb.ir.node import Node, data_node, intern_meta
-from xlanb.capture.nodes import make_node
 from xlanb.runtime.transfer import upload_numpy
 from xlanb.state import runtime_state
 

@@ -32,8 +32,8 @@ import torch
 from xlanb.capture import tensor as _tensor
 from xlanb.capture.tensor import (Storage, bind_address, new_view, reserve_address, storage_address, storage_at,
                                   storage_nbytes)
-from xlanb.ir.node import data_node, intern_meta
 from xlanb.capture.nodes import make_node
+from xlanb.ir.node import data_node, intern_meta
 from xlanb.runtime.transfer import upload
 
 _ZEROS = torch.ops.aten.zeros.default

@@ -15,8 +15,8 @@ import weakref
 import torch
 from jax.sharding import NamedSharding
 
-from xlanb.ir.node import Meta, Node, data_node, intern_meta
 from xlanb.capture.nodes import make_node
+from xlanb.ir.node import Meta, Node, data_node, intern_meta
 from xlanb.runtime.partition import CONSTRAINT, constraint_key
 from xlanb.state import runtime_state
 

@@ -17,11 +17,11 @@ import torch
 
 from xlanb.capture import rng
 from xlanb.capture.frames import user_location
+from xlanb.capture.nodes import new_node
 from xlanb.capture.realize import to_cpu
 from xlanb.capture.record import cpu_input
 from xlanb.capture.tensor import LazyTensor, new_tensor, value, write_value
 from xlanb.ir.node import NODE
-from xlanb.capture.nodes import new_node
 from xlanb.state import runtime_state
 
 _rt = runtime_state()

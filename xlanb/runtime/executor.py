@@ -17,7 +17,6 @@ import jax
 import numpy as np
 
 from xlanb import events
-from xlanb.runtime.explain import explain
 from xlanb.ir.graph import Graph, Settings, build_graph, graph_lines
 from xlanb.ir.node import Meta, Node
 from xlanb.ir.precision import matmul_precision
@@ -26,6 +25,7 @@ from xlanb.lower.registry import has_rule
 from xlanb.lower.to_jax import build_function
 from xlanb.runtime import nans, partition
 from xlanb.runtime.cache import persistent_cache
+from xlanb.runtime.explain import explain
 from xlanb.runtime.outside import jax_entry
 from xlanb.runtime.stages import Compiled, Lowered
 from xlanb.state import emit, note_stage, runtime_state

@@ -12,10 +12,10 @@ import jax
 import numpy as np
 import torch
 
+from xlanb.capture.nodes import make_node
 from xlanb.capture.realize import realize
 from xlanb.capture.tensor import LazyTensor, base_node, tensor_meta, value, view_chain, write
 from xlanb.ir.node import data_node
-from xlanb.capture.nodes import make_node
 from xlanb.ir.sharding import is_multi_device, sharding_text
 from xlanb.runtime import executor
 from xlanb.runtime.partition import CONSTRAINT, constraint_key, place

@@ -91,6 +91,7 @@ def _ignoring_after(fn, used: int):
     return recycling
 
 
+@jax_entry
 def compile_graph(graph: Graph, *, eager: bool, cause: str = "", frames=()) -> Compiled:
     """Lowers `graph` through the table to StableHLO and compiles it; emits its Compile event."""
     emit(events.CompileStart(name=graph.name, eager=eager, nodes=graph.compute_nodes))
@@ -159,13 +160,13 @@ def scalar_vectors(graph: Graph) -> list:
     return vectors
 
 
-@jax_entry
 def run_graph(graph: Graph, *, eager: bool, cause: str = "", frames=()) -> tuple:
     """Runs `graph` and returns one device array per root (launched, maybe not finished; with
     debug_nans on, finished and checked: a NaN found waits in `runtime_state().nan_error`)."""
     return run(graph, eager=eager, cause=cause, frames=frames)[2]
 
 
+@jax_entry
 def run(graph: Graph, *, eager: bool, cause: str = "", frames=()) -> tuple[Graph, Compiled, tuple]:
     """run_graph, also returning the graph as it ran and its executable (a traced replay keeps them)."""
     graph, compiled, cached = executable(graph, eager=eager, cause=cause, frames=frames)

@@ -167,7 +167,8 @@ def sync_eager(mark: int, name: str) -> None:
 # graph's CacheKey is remembered under (op, input types); after that, the executable is looked
 # up by that key (so the LRU, its bound and its counters stay exact) and called on the input
 # buffers directly: no node, no graph walk, no key built. A key built under another float32 matmul
-# precision takes the slow path, which compiles (or finds) the op at the one in force now. While
+# precision, compile effort or platform takes the slow path, which compiles (or finds) the op under
+# the settings in force now. While
 # debug_nans is on nothing is remembered (and a change of it forgets every key: capture/nans.py),
 # so each op runs through run_graph and is checked.
 
@@ -178,8 +179,11 @@ _SINGLE = SingleDeviceSharding
 def eager_replay(fast_key, name: str, meta, buffers: tuple, scalar) -> LazyTensor | None:
     """The op's result if it ran before with these input types (None: take the slow path)."""
     key = _rt.eager_ops.get(fast_key)
-    if key is None or key.matmul_precision != matmul_precision() or key.compile_effort != _rt.config.compile_effort \
-            or key.platform != _rt.config.platform:
+    if key is None:
+        return None
+    cfg = _rt.config
+    if key.matmul_precision != matmul_precision() or key.compile_effort != cfg.compile_effort \
+            or key.platform != cfg.platform:       # built under other settings: the slow path builds one now
         return None
     several = _rt.several_devices
     if several or (several is None and _rt.count_devices()):

@@ -291,3 +291,19 @@ def test_a_graph_is_built_from_its_arguments():
         assert executor.new_graph([root], "g").key.compile_effort == "fast"
     assert executor.new_graph([root], "g").key == plain.key
     assert y.cpu().tolist() == [2.0, 2.0, 2.0]
+
+
+def test_a_cache_key_hash_covers_every_field_and_is_computed_once():
+    """CacheKey hashes its fields once (a W3 key walks ~1000 entries); a key differing in any one field
+    hashes differently, so a field added to the key and left out of the hash is caught here."""
+    import dataclasses
+    from xlanb.ir.graph import CacheKey
+    base = CacheKey(entries=((("aten.add.Tensor",), (0, 1)),), roots=(0,), scalars=(float,))
+    other = {"entries": (), "roots": (7,), "scalars": (int,), "scalar_uses": (0,), "donate": (0,),
+             "shardings": ("s",), "recycled": ("m",), "matmul_precision": "medium", "nan_check": True,
+             "compile_effort": "fast", "platform": "cpu"}
+    assert set(other) == {f.name for f in dataclasses.fields(CacheKey)}
+    for name, value in other.items():
+        changed = dataclasses.replace(base, **{name: value})
+        assert changed != base and hash(changed) != hash(base), name
+    assert hash(base) == hash(dataclasses.replace(base)) and base.__dict__["_hash"] == hash(base)

@@ -20,6 +20,8 @@ def current_scope() -> str | None:
     return scope if scope is None or scope.__class__ is str else scope()
 
 
+# The two constructors read the scope inline (current_scope's two lines): they run for every op recorded.
+
 def new_node(op, name: str, args: tuple, kwargs: dict | None, operands: tuple, meta, key: tuple,
              location=None) -> ir.Node:
     """ir.node.new_node, in the module scope running now."""
@@ -31,7 +33,10 @@ def new_node(op, name: str, args: tuple, kwargs: dict | None, operands: tuple, m
 
 def make_node(op, name: str, args: tuple, kwargs: dict | None, meta, location=None) -> ir.Node:
     """ir.node.make_node, in the module scope running now."""
-    return ir.make_node(op, name, args, kwargs, meta, location, current_scope())
+    scope = _rt.module_scope
+    if scope is not None and scope.__class__ is not str:
+        scope = scope()
+    return ir.make_node(op, name, args, kwargs, meta, location, scope)
 
 
 def lift(value):

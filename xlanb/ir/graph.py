@@ -33,6 +33,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import os
+from typing import NamedTuple
 
 from xlanb.events import IrLine, lines_text
 from xlanb.ir.node import Node, Scalar, meta_text
@@ -58,8 +59,9 @@ class CacheKey:
         """Hashed once: a key is looked up at every sync and replayed call, and hashing its entries
         walks every node (a dataclass's own __hash__ would, each time)."""
         h = self.__dict__.get("_hash")
-        if h is None:
-            h = hash(tuple(getattr(self, f.name) for f in dataclasses.fields(self)))
+        if h is None:      # every field (tests/runtime/test_graph_cache.py checks the list)
+            h = hash((self.entries, self.roots, self.scalars, self.scalar_uses, self.donate, self.shardings,
+                      self.recycled, self.matmul_precision, self.nan_check, self.compile_effort, self.platform))
             object.__setattr__(self, "_hash", h)
         return h
 
@@ -97,10 +99,10 @@ class Graph:
         return dataclasses.replace(self, key=dataclasses.replace(self.key, nan_check=True, donate=()))
 
 
-@dataclasses.dataclass(frozen=True)
-class Settings:
+class Settings(NamedTuple):
     """What a graph is built under besides its nodes, read by the runtime when a graph is made
-    (runtime/executor.py's new_graph) and passed in: the IR reads no configuration itself."""
+    (runtime/executor.py's new_graph, at every sync and eager op: a tuple is cheap to make) and
+    passed in: the IR reads no configuration itself."""
     matmul_precision: str = DEFAULT
     compile_effort: str = "default"
     platform: str = ""

@@ -191,7 +191,7 @@ class ReplayedFunction:
             return _MISSED
         cache = _rt.cache         # the plan's executables are the cache's: a use counts, an eviction is seen
         if cache.get(plan.key) is not plan.compiled or (
-                plan.recycling is not None and cache.get(plan.recycling_key) is not plan.recycling):
+                plan.recycling is not None and cache.get(plan.recycling.key) is not plan.recycling):
             self._miss(f"its executable left the in-memory cache (evicted: cache_size {cache.limit})")
             return _MISSED
         if plan.in_shardings is not None:

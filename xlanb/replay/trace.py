@@ -111,7 +111,6 @@ class Trace:
         self.return_spec = None
         self.recycle = ()             # (output position, parameter, view chain): fresh .grad outputs, written into the old .grad
         self.recycling = None         # the executable that takes the old .grad buffers (donated) after its arguments
-        self.recycling_key = None     # and its key in the executable cache
         self.first = False            # the first call of its signature (it may create state: optimizer moments)
 
     def fail(self, reason: str) -> None:
@@ -407,7 +406,6 @@ def _sync(trace: Trace, name: str, cause: str, out, before: Holders, arg_nodes: 
             _, trace.recycling, _ = executor.executable(     # cached: a later traced call takes it from there
                 graph.with_recycling(metas), eager=False,
                 cause=f"replay of '{name}': its gradients written into the previous step's .grad buffers")
-            trace.recycling_key = trace.recycling.key
 
     ran = realize.run_pending(name, cause, inspect)
     if ran is None:

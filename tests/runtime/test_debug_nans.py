@@ -220,3 +220,39 @@ def test_the_environment_variable_turns_it_on_at_import(tmp_path):
     assert done.returncode == 1
     assert "FloatingPointError" in done.stderr or "NanError" in done.stderr
     assert "NaN produced by aten.sqrt.default at user.py:3 in graph 'sync'" in done.stderr
+
+
+def _checked_roots_of(*tensors):
+    from xlanb.capture.tensor import base_node
+    from xlanb.ir.graph import build_graph
+    from xlanb.runtime.nans import checked_roots
+    return checked_roots(build_graph([base_node(t) for t in tensors], "g"))
+
+
+def test_a_root_another_checked_root_is_computed_from_is_not_reduced_again():
+    """The flag reads a gradient only through the parameter its update writes (add of a view of it):
+    a NaN there is a NaN in the parameter. A root reached through an op that can drop a NaN (where,
+    a reduction to max) is reduced itself."""
+    p, x = xla([[1.0, 2.0], [3.0, 4.0]]), xla([[0.5, -1.0], [2.0, 1.0]])
+    xlanb.sync()
+    g = x * 3
+    new_p = p.add(g.t().reshape(2, 2), alpha=-0.1)
+    masked = torch.where(g > 0, g, 0.0)
+    assert _checked_roots_of(g, new_p) == [1]
+    assert _checked_roots_of(g, new_p, masked) == [1, 2]
+    assert _checked_roots_of(x * 2, (x * 2).amax()) == [0, 1]      # a max need not carry every NaN
+    xlanb.sync()
+
+
+def test_a_nan_in_an_unreduced_root_still_raises_and_names_its_op():
+    """A gradient whose NaN reaches the parameter through the update is not reduced on its own, and
+    its op is still the one named."""
+    with override(debug_nans=True):
+        p, x = xla([1.0, 2.0]), xla([4.0, -1.0])
+        xlanb.sync()
+        g = torch.sqrt(x); line = here()     # noqa: E702 - the op's line is the one named
+        p.sub_(g, alpha=0.1)
+        with pytest.raises(FloatingPointError) as raised:
+            xlanb.sync()
+    assert str(raised.value).startswith(f"NaN produced by aten.sqrt.default at {THIS_FILE}:{line}"), raised.value
+    assert math.isnan(g.cpu()[1]) and math.isnan(p.cpu()[1])

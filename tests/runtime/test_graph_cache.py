@@ -289,6 +289,10 @@ def test_a_graph_is_built_from_its_arguments():
         ((1,), "medium", "fast", "cpu")
     with override(compile_effort="fast"):
         assert executor.new_graph([root], "g").key.compile_effort == "fast"
+    checked = build_graph([root], "g", Settings(nan_check=True), donatable=lambda n: True)
+    assert (checked.key.nan_check, checked.key.donate) == (True, ())      # the checked graph donates nothing
+    with override(debug_nans=True):
+        assert executor.new_graph([root], "g", donatable=lambda n: True).key == checked.key
     assert executor.new_graph([root], "g").key == plain.key
     assert y.cpu().tolist() == [2.0, 2.0, 2.0]
 

@@ -106,6 +106,7 @@ class Settings(NamedTuple):
     matmul_precision: str = DEFAULT
     compile_effort: str = "default"
     platform: str = ""
+    nan_check: bool = False      # debug_nans: the checked executable (runtime/nans.py), which donates nothing
 
 
 def build_graph(roots: list[Node], name: str, settings: Settings = Settings(), donatable=None) -> Graph:
@@ -161,10 +162,11 @@ def build_graph(roots: list[Node], name: str, settings: Settings = Settings(), d
             distinct.append(s)
         scalar_slot[id(s)] = slot
         uses.append(slot)
-    donate = tuple(i for i, n in enumerate(inputs) if donatable(n)) if donatable is not None and inputs else ()
+    donate = (tuple(i for i, n in enumerate(inputs) if donatable(n))
+              if donatable is not None and inputs and not settings.nan_check else ())
     key = CacheKey(tuple(entries), tuple(index[r] for r in roots), tuple(type(s.value) for s in distinct), tuple(uses),
                    donate=donate, shardings=input_shardings(inputs), matmul_precision=settings.matmul_precision,
-                   compile_effort=settings.compile_effort, platform=settings.platform)
+                   nan_check=settings.nan_check, compile_effort=settings.compile_effort, platform=settings.platform)
     return Graph(name=name, order=order, inputs=inputs, scalars=distinct, roots=list(roots), key=key,
                  scalar_slot=scalar_slot)
 

@@ -47,7 +47,7 @@ def _module_name(name: str) -> str:
 def settings() -> Settings:
     """What a graph built now is built under besides its nodes (each a CacheKey ingredient)."""
     cfg = _rt.config
-    return Settings(matmul_precision(), cfg.compile_effort, cfg.platform)
+    return Settings(matmul_precision(), cfg.compile_effort, cfg.platform, cfg.debug_nans)
 
 
 def new_graph(roots: list[Node], name: str, donatable=None) -> Graph:
@@ -178,7 +178,8 @@ def run(graph: Graph, *, eager: bool, cause: str = "", frames=()) -> tuple[Graph
 def executable(graph: Graph, *, eager: bool, cause: str = "", frames=()) -> tuple[Graph, Compiled, bool]:
     """The graph as it runs, its executable from the cache or compiled now, and whether it was
     cached (the one function that puts into the cache). With debug_nans on, the graph is the checked one
-    (runtime/nans.py): its launch's outputs go through `nans.check`."""
+    (runtime/nans.py; new_graph builds it so, a graph made before debug_nans turned on is made so here):
+    its launch's outputs go through `nans.check`."""
     cache = _rt.cache
     if _rt.config.debug_nans and not graph.key.nan_check:
         graph = graph.checking_nans()

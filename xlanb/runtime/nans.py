@@ -1,8 +1,9 @@
 """debug_nans: one NaN flag per graph, and the op that made the NaN (docs/debugging.md).
 
 While `debug_nans` is on, every graph runs with `nan_check` in its key (ir/graph.py): its executable
-also returns one boolean, "a float output may hold a NaN" (one reduction of each float output, in the
-same program: see `_nan_hint`), and donates nothing, so its inputs can be read again. The flag is read
+also returns one boolean, "a float output may hold a NaN" (one reduction of each float output, less those
+another checked output is computed from elementwise, such as a gradient read through the parameter its
+update writes; in the same program: see `checked_roots` and `_nan_hint`), and donates nothing, so its inputs can be read again. The flag is read
 after the launch (a host read, which waits for the graph). When it is set, the outputs are checked
 exactly (`_holds_nan`); when one holds a NaN, the graph runs once more as a probe that returns, for
 every node in program order, whether its output holds a NaN, and the first op whose output does although its
@@ -67,10 +68,46 @@ def _holds_nan(arrays):
     return jnp.any(jnp.stack([jnp.isnan(a).any() for a in arrays]))
 
 
+# Ops whose output holds a NaN wherever a tensor operand does, at every element of that operand
+# (elementwise arithmetic that IEEE propagates NaN through, even times 0, and layout ops that keep
+# every element): a root computed from another root through a chain of these needs no check of its
+# own. Packet names: every overload behaves alike.
+_CARRIES_NAN = frozenset(f"aten.{op}" for op in (
+    "add", "sub", "mul", "div", "neg", "addcmul", "addcdiv", "lerp", "sqrt", "rsqrt", "exp", "log",
+    "reciprocal", "clone", "_to_copy", "alias", "detach", "view", "_unsafe_view", "reshape", "t",
+    "permute", "transpose", "unsqueeze", "squeeze", "expand"))
+
+
+def _real_float(meta) -> bool:
+    return isinstance(meta, Meta) and meta.dtype.is_floating_point and meta.numel > 0
+
+
+def checked_roots(graph: Graph) -> list[int]:
+    """The positions of the roots the flag reduces: every non-empty float root, less those that
+    another checked root is computed from through a chain of `_CARRIES_NAN` ops (a NaN in such a
+    root is a NaN in that one: a step's gradients feed its parameters' update through add and mul,
+    so only the parameters are read). Exact either way: a set flag makes `check` read every output."""
+    metas = [r.meta for r in graph.roots]
+    wanted = [i for i, m in enumerate(metas) if _checked_meta(m) and m.numel]
+    roots = {graph.roots[i] for i in wanted if _real_float(metas[i])}
+    if len(roots) < 2:
+        return wanted
+    consumers: dict[Node, list[Node]] = {}
+    for n in graph.order:
+        if n.buffer is None and n.name.rsplit(".", 1)[0] in _CARRIES_NAN and _real_float(n.meta):
+            for o in n.operands:
+                if type(o) is Node and _real_float(o.meta):
+                    consumers.setdefault(o, []).append(n)
+    reaches: dict[Node, bool] = {}      # its NaN reaches a checked root (itself one included)
+    for n in reversed(graph.order):     # consumers before their operands
+        reaches[n] = any(reaches[c] for c in consumers.get(n, ())) or n in roots
+    return [i for i in wanted if graph.roots[i] not in roots
+            or not any(reaches[c] for c in consumers.get(graph.roots[i], ()))]
+
+
 def with_nan_flag(fn, graph: Graph):
     """`fn` (the graph's function) returning one more output: whether any float root holds a NaN."""
-    metas = [r.meta for r in graph.roots]
-    checked = [i for i, m in enumerate(metas) if _checked_meta(m) and m.numel]
+    checked = checked_roots(graph)
 
     def checking(*args):
         outs = fn(*args)

@@ -61,7 +61,7 @@ class Runtime:
         # capture.scopes: the innermost running nn.Module's path (a str), a callable naming the module
         # of the backward op being recorded, or None when module scopes are not recorded
         self.module_scope = None
-        self.module_stack: list = []           # (module, path, first sequence number) of the running modules
+        self.module_stack: list = []           # (module, path) of the running modules
         self.detectors: dict = {}              # name (context manager) or function token -> Detector
         # capture: pending work
         # weakrefs to holders (LazyTensor or Storage) whose value may be pending, in

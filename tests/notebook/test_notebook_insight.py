@@ -163,7 +163,7 @@ def test_scopes_label_through_identity_modules_and_hold_no_autograd_node():
         mark = hooks.mark()
         out = net(x)
         segments = runtime_state().module_hooks[2]             # numbers and paths only: no autograd node held
-        assert {type(v) for v in segments.starts + segments.ends} == {int} and set(segments.paths) == {"", "lin"}
+        assert {type(v) for v in segments.starts} == {int} and set(segments.paths) == {"", "lin", None}
         out.sum().backward()
         xlanb.sync()
     (c,) = [e for e in hooks.since(mark) if isinstance(e, events.Compile)]
@@ -173,17 +173,20 @@ def test_scopes_label_through_identity_modules_and_hold_no_autograd_node():
 
 
 def test_segments_name_the_innermost_module_of_each_sequence_number():
-    """Spans arrive as forwards return, inner first: top [0, 20) around a [2, 5) (with a.b [3, 4)
-    inside) and c [8, 12); numbers between them are the outer module's."""
+    """Marks arrive as forwards start and return: top from 0, a from 2 (a.b from 3 to 4 inside), c
+    from 8 to 12, outside every module from 20; a mark at the number of the last one replaces it (no
+    node numbered between), and a lower number (another thread's counter) keeps the marks sorted."""
     from xlanb.capture.scopes import Segments
 
     s = Segments()
-    for span in ((3, 4, "a.b"), (2, 5, "a"), (8, 12, "c"), (0, 20, "")):
-        s.add(*span)
+    for mark in ((0, ""), (2, "a"), (3, "a.b"), (4, "a"), (5, ""), (8, "c"), (12, ""), (20, None)):
+        s.mark(*mark)
     assert [s.path(n) for n in (0, 2, 3, 4, 5, 7, 8, 11, 12, 19, 20, -1)] == \
         ["", "a", "a.b", "a", "", "", "c", "c", "", "", None, None]
-    s.add(25, 30, "d")                                         # the next step's forward
-    assert (s.path(22), s.path(27)) == (None, "d")
+    s.mark(25, "d"), s.mark(30, "d.e"), s.mark(30, "d")              # the next step's forward; e made no node
+    assert (s.path(22), s.path(27), s.path(31), len(s.starts)) == (None, "d", "d", 10)
+    s.mark(26, "f")
+    assert (s.path(27), s.starts[-1], s.path(24)) == ("f", 26, None)
 
 
 def test_each_fusion_carries_xla_s_cost_analysis_of_it_alone(cell):

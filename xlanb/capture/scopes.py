@@ -7,12 +7,13 @@ With no scope open the hooks are not installed (torch's module call then takes i
 and `module_scope` is None: a node pays one attribute read.
 
 Backward ops: torch numbers every autograd node it creates (its sequence number, one counter
-per thread). Each module's forward is a span of those numbers; when it returns, the span goes into
-a table of disjoint segments, each naming the innermost module whose forward made its nodes. While
-the autograd engine runs a node, the ops it records carry the module of the node's number. Ops
-outside every module (a loss written as a function, the optimizer) and backward nodes made outside
-modules carry None; so do gradient accumulations into `.grad` (AccumulateGrad nodes have no
-number). This costs O(1) per module call, no walk of the autograd graph.
+per thread, which only grows). When a forward starts, the number the next node gets is marked with
+its path, and when it returns, with its caller's (None outside every module): the innermost module
+running when a node was made is the last mark at or before its number. While the autograd engine runs
+a node, the ops it records carry the module of the node's number. Ops outside every module (a loss
+written as a function, the optimizer) and backward nodes made outside modules carry None; so do
+gradient accumulations into `.grad` (AccumulateGrad nodes have no number). This costs two appends per
+module call, no walk of the autograd graph.
 """
 
 from __future__ import annotations
@@ -30,45 +31,36 @@ _rt = runtime_state()
 _current_node = torch._C._current_autograd_node
 _sequence_nr = torch._C._autograd._get_sequence_nr     # the number the next autograd node gets
 _child_names: dict = {}                # (id(parent), id(child)) -> attribute name (checked at each use)
-KEEP = 50_000                          # segments kept (the oldest half goes past twice that)
+KEEP = 50_000                          # marks kept (the oldest half goes past twice that)
 
 
 class Segments:
-    """Disjoint spans of autograd sequence numbers, sorted, each with the innermost module path
-    whose forward made the nodes numbered in it. Spans arrive as forwards return (inner first), so
-    the segments an arriving span covers are the newest ones: a suffix of the list."""
+    """The module path in force from each autograd sequence number on, as sorted marks (the numbers
+    only grow). A mark at the number of the one before replaces it: no node was numbered between,
+    so a forward that made no autograd node (under no_grad) leaves nothing behind."""
 
-    __slots__ = ("starts", "ends", "paths")
+    __slots__ = ("starts", "paths")
 
     def __init__(self):
         self.starts: list = []
-        self.ends: list = []
         self.paths: list = []
 
-    def add(self, start: int, end: int, path: str) -> None:
-        starts, ends, paths = self.starts, self.ends, self.paths
+    def mark(self, number: int, path) -> None:
+        starts, paths = self.starts, self.paths
+        if starts and starts[-1] >= number:
+            if starts[-1] == number:
+                paths[-1] = path
+                return
+            i = bisect.bisect_left(starts, number)       # another thread's counter: keep the marks sorted
+            del starts[i:], paths[i:]
         if len(starts) > 2 * KEEP:
-            del starts[:KEEP], ends[:KEEP], paths[:KEEP]
-        if not starts or ends[-1] <= start:          # no inner module made nodes (a leaf): one segment
-            starts.append(start), ends.append(end), paths.append(path)
-            return
-        i = len(starts)
-        while i and starts[i - 1] >= start:
-            i -= 1
-        inner = list(zip(starts[i:], ends[i:], paths[i:]))
-        del starts[i:], ends[i:], paths[i:]
-        at = start
-        for a, b, p in inner:          # the gaps between inner modules' segments are this module's
-            if a > at:
-                starts.append(at), ends.append(a), paths.append(path)
-            starts.append(a), ends.append(b), paths.append(p)
-            at = b
-        if at < end:
-            starts.append(at), ends.append(end), paths.append(path)
+            del starts[:KEEP], paths[:KEEP]
+        starts.append(number)
+        paths.append(path)
 
     def path(self, number: int):
         i = bisect.bisect_right(self.starts, number) - 1
-        return self.paths[i] if i >= 0 and number < self.ends[i] else None
+        return self.paths[i] if i >= 0 else None
 
 
 def _child_name(parent, child) -> str:
@@ -89,24 +81,22 @@ def _child_name(parent, child) -> str:
 def _pre(module, args) -> None:
     stack = _rt.module_stack
     if stack:
-        parent, parent_path, _ = stack[-1]
+        parent, parent_path = stack[-1]
         name = _child_name(parent, module)
         path = f"{parent_path}.{name}" if parent_path else name
     else:
         path = ""                      # the outermost module: its own ops carry ""
-    stack.append((module, path, _sequence_nr()))
+    stack.append((module, path))
+    _rt.module_hooks[2].mark(_sequence_nr(), path)
     _rt.module_scope = path
 
 
 def _post(module, args, output) -> None:
     stack = _rt.module_stack
     while stack:
-        entry = stack.pop()
-        if entry[0] is module:
-            end = _sequence_nr()
-            if end > entry[2]:         # it made autograd nodes
-                _rt.module_hooks[2].add(entry[2], end, entry[1])
+        if stack.pop()[0] is module:
             break
+    _rt.module_hooks[2].mark(_sequence_nr(), stack[-1][1] if stack else None)
     _rt.module_scope = stack[-1][1] if stack else backward_scope
 
 

@@ -63,3 +63,48 @@ def test_grid_sampler_2d_and_backward(mode, padding, align):
     g = torch.randn(2, 3, 4, 7, dtype=torch.float64)
     ncheck("aten.grid_sampler_2d_backward.default", g, x, grid, mode, padding, align, [True, mode != 1],
            atol=1e-8)
+
+
+@pytest.mark.parametrize("mode", ["bilinear", "bicubic"])
+def test_uint8_bilinear_and_bicubic_match_cpu_bit_for_bit(mode):
+    """CPU resamples uint8 images in integers (int16 fixed-point weights, rounded and clamped to uint8
+    after each separable pass): xla gives the same bytes for downscales, upscales, both at once,
+    given scales, align_corners, channels-last and 1 to 8 channels (CPU's two kernels, <= 4 and > 4)."""
+    import random
+
+    import torch.nn.functional as F
+
+    import xlanb  # noqa: F401
+    rng = random.Random(mode)
+    torch.manual_seed(len(mode))
+    for _ in range(40):
+        c, h, w = rng.choice([1, 3, 4, 5, 8]), rng.randint(4, 17), rng.randint(4, 17)
+        x = torch.randint(0, 256, (rng.randint(1, 2), c, h, w), dtype=torch.uint8)
+        if rng.random() < 0.3:
+            x = x.contiguous(memory_format=torch.channels_last)
+        if rng.random() < 0.5:
+            kw = dict(size=(rng.randint(1, 26), rng.randint(2, 26)))
+        else:
+            kw = dict(scale_factor=(rng.choice([0.3, 0.7, 1.0, 1.3, 2.5]), rng.choice([0.6, 1.0, 1.5, 4.0])))
+        align = rng.random() < 0.5
+        expected = F.interpolate(x, mode=mode, align_corners=align, **kw)
+        if expected.shape[-1] == 1:
+            continue                # see test_uint8_resampling_to_width_1 below
+        got = F.interpolate(x.to("xla"), mode=mode, align_corners=align, **kw).cpu()
+        assert torch.equal(got, expected), (tuple(x.shape), kw, align)
+
+
+def test_uint8_resampling_to_width_1_rounds_as_the_float_result():
+    """CPU's > 4-channel uint8 kernel gives every output row the first row's weights when the output
+    is 1 wide (docs/torch_suites.md); xla gives what CPU's <= 4-channel kernel gives, which is the
+    float result rounded."""
+    import torch.nn.functional as F
+
+    import xlanb  # noqa: F401
+    torch.manual_seed(0)
+    for c in (3, 5):
+        x = torch.randint(0, 256, (1, c, 3, 4), dtype=torch.uint8)
+        got = F.interpolate(x.to("xla"), size=(5, 1), mode="bilinear", align_corners=True).cpu()
+        rounded = (F.interpolate(x.double(), size=(5, 1), mode="bilinear", align_corners=True) + 0.5).floor()
+        assert torch.equal(got, rounded.to(torch.uint8))
+    assert torch.equal(got[:, :3], F.interpolate(x[:, :3], size=(5, 1), mode="bilinear", align_corners=True))

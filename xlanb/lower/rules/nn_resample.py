@@ -113,8 +113,94 @@ def _resample(x, taps_per_dim):
     return y.astype(x.dtype)
 
 
+def _uint8_filter(kind):
+    """The filter CPU's uint8 kernel samples: a triangle, or Keys' cubic with torch's a = -0.75."""
+    if kind == "linear":
+        return lambda x: 1.0 - abs(x) if abs(x) < 1.0 else 0.0
+    a = _CUBIC_A
+
+    def cubic(x):
+        x = abs(x)
+        if x < 1.0:
+            return ((a + 2) * x - (a + 3)) * x * x + 1
+        if x < 2.0:
+            return ((a * x - 5 * a) * x + 8 * a) * x - 4 * a
+        return 0.0
+    return cubic
+
+
+def _uint8_taps(n_in, n_out, kind, align_corners, scale):
+    """One dim of CPU's uint8 bilinear/bicubic kernel (antialias=False), as its weights are made:
+    per output index the first source index and up to `interp` weights in float64 (taps past an edge
+    are added to the edge's, not clamped per tap), then all of them as int16 fixed point with the most
+    bits that keep the largest (running) weight under 2**15. Returns (first index, number of taps,
+    int16 weights [n_out, interp], precision)."""
+    interp = 2 if kind == "linear" else 4
+    support = interp // 2
+    filt = _uint8_filter(kind)
+    s = _area_scale(n_in, n_out, align_corners, scale, float)
+    first = np.zeros(n_out, np.int64)
+    size = np.zeros(n_out, np.int64)
+    weights = np.zeros((n_out, interp))
+    wt_max = 0.0
+    for i in range(n_out):
+        real = s * i if align_corners else s * (i + 0.5) - 0.5
+        if kind == "linear" and not align_corners and real < 0:
+            real = 0.0
+        index = min(int(math.floor(np.float32(real))), n_in - 1)       # floorf: the index in float32
+        lam = min(max(real - index, 0.0), 1.0)
+        lo = index - support + 1
+        first[i] = max(lo, 0)
+        size[i] = min(max(min(index + support + 1, n_in) - first[i], 0), interp)
+        at = 0
+        for j in range(interp):
+            w = filt(float(j + 1 - support) - lam)
+            if lo + j <= 0:
+                at = 0
+            elif lo + j >= n_in - 1:
+                at = size[i] - 1
+            weights[i, at] += w
+            wt_max = max(wt_max, weights[i, at])
+            at += 1
+    precision = 0
+    while precision < 22 and int(0.5 + wt_max * (1 << (precision + 1))) < (1 << 15):
+        precision += 1
+    v = weights * (1 << precision)
+    fixed = np.where(v < 0, np.trunc(v - 0.5), np.trunc(v + 0.5)).astype(np.int32)
+    return first, size, fixed, precision
+
+
+def _resample_uint8(x, axis, n_out, kind, align_corners, scale):
+    """One separable pass of CPU's uint8 kernel along `axis`: integer sums of uint8 values times int16
+    weights, plus half, shifted right by the precision and clamped to [0, 255] (bit for bit)."""
+    n_in = x.shape[axis]
+    first, size, fixed, precision = _uint8_taps(n_in, n_out, kind, align_corners, scale)
+    wshape = (-1,) + (1,) * (x.ndim - axis - 1)
+    acc = jnp.full((), 1 << (precision - 1), jnp.int32)
+    for j in range(fixed.shape[1]):
+        w = np.where(j < size, fixed[:, j], 0).astype(np.int32)
+        if not w.any():
+            continue
+        idx = np.minimum(first + j, n_in - 1)
+        acc = acc + jnp.take(x, jnp.asarray(idx), axis=axis).astype(jnp.int32) * jnp.asarray(w.reshape(wshape))
+    return jnp.clip(jnp.right_shift(acc, precision), 0, 255).astype(jnp.uint8)
+
+
+def _upsample_uint8(x, output_size, kind, align_corners, scales):
+    """CPU's uint8 bilinear/bicubic: the last dim resampled first, then the one before (each only if its
+    size changes), rounded to uint8 after each pass as CPU's separable kernel does."""
+    k = len(output_size)
+    for d in reversed(range(k)):
+        axis = x.ndim - k + d
+        if int(output_size[d]) != x.shape[axis]:
+            x = _resample_uint8(x, axis, int(output_size[d]), kind, align_corners, scales[d])
+    return x
+
+
 def _upsample(x, output_size, kind, align_corners, scales):
     k = len(output_size)
+    if x.dtype == jnp.uint8 and kind in ("linear", "cubic") and k == 2:
+        return _upsample_uint8(x, output_size, kind, align_corners, list(scales) + [None] * (k - len(scales)))
     in_sp = x.shape[-k:]
     ft = _np_dtype(acc_dtype(x.dtype))
     scales = list(scales) + [None] * (k - len(scales))

@@ -114,3 +114,24 @@ def test_untyped_storage_bytes_read_as_on_cpu(d):
     assert bytes(s) == torch.arange(3.0).numpy().tobytes()
     as_int = torch.empty(0, dtype=torch.int32, device=d).set_(s, 1, (2,), (1,))
     assert as_int.cpu().tolist() == torch.arange(3.0).view(torch.int32)[1:].tolist()
+
+
+def _writes_through_another_element_size(d):
+    """Writes through tensors that see a storage's bytes as a dtype of another size; the values each
+    dtype then reads back (CPU's are the reference: the bytes are the same memory)."""
+    x = torch.arange(6, dtype=torch.float32, device=d).reshape(2, 3)
+    as_int16 = torch.empty(0, dtype=torch.int16, device=d).set_(x.untyped_storage(), 0, (12,), (1,))
+    as_int16[1] = 16256                                    # the high half of x[0, 0] becomes 1.0's
+    v = x.view(torch.int16)                                # (2, 6)
+    v[1, 2:4] = torch.tensor([1, 2], dtype=torch.int16, device=d)
+    b = torch.arange(8, dtype=torch.uint8, device=d)
+    b.view(torch.int32)[1] = -5                            # a wider dtype over 4 bytes
+    w = torch.zeros(4, dtype=torch.float64, device=d)
+    w.view(torch.float16)[3::4] = 1.5
+    w.view(torch.uint8).view(torch.int32)[2:4].fill_(7)
+    return [t.cpu() for t in (x, as_int16, v, b, w)]
+
+
+def test_a_write_through_a_dtype_of_another_element_size_is_cpus():
+    for cpu, xla in zip(_writes_through_another_element_size("cpu"), _writes_through_another_element_size("xla")):
+        assert xla.dtype == cpu.dtype and torch.equal(xla.view(torch.uint8), cpu.view(torch.uint8))

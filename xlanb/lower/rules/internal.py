@@ -78,8 +78,7 @@ def view_scatter(base, src, chain):
     if reinterpreted:
         widths = {np.dtype(to_jax_dtype(spec[1][0])).itemsize for spec in chain if spec[0] == "aten.view.dtype"}
         if widths != {base.dtype.itemsize}:
-            raise NotImplementedError("writing through a view with a dtype of another size is not supported; "
-                                      "write to the base tensor instead")
+            return _byte_scatter(base, src, chain)
         src = jax.lax.bitcast_convert_type(src, base.dtype)
     if all(spec[0] in _RESHAPES for spec in chain):
         return src.reshape(base.shape).astype(base.dtype)
@@ -92,6 +91,47 @@ def view_scatter(base, src, chain):
         positions = np.asarray(positions).reshape(-1)
     flat = base.reshape(-1).at[positions].set(src.reshape(-1).astype(base.dtype), unique_indices=True)
     return flat.reshape(base.shape)
+
+
+def _as_bytes(x):
+    """x's bytes in memory order, as uint8 (x.shape + (itemsize,) flattened)."""
+    if x.dtype == jnp.bool_:
+        x = x.astype(jnp.uint8)
+    return (x if x.dtype == jnp.uint8 else jax.lax.bitcast_convert_type(x, jnp.uint8)).reshape(-1)
+
+
+def _from_bytes(flat, shape, dtype):
+    if dtype == jnp.bool_:
+        return flat.reshape(shape) != 0
+    if np.dtype(dtype).itemsize == 1:
+        return jax.lax.bitcast_convert_type(flat.reshape(shape), dtype)
+    return jax.lax.bitcast_convert_type(flat.reshape(tuple(shape) + (np.dtype(dtype).itemsize,)), dtype)
+
+
+def _byte_scatter(base, src, chain):
+    """view_scatter through a chain that reinterprets the bytes as a dtype of another size (a storage
+    shared by tensors of two dtypes, `view(torch.int16)` of a float32 tensor): the written elements'
+    bytes are found by following the chain on the byte offset of each element, as torch's views do
+    (a narrower dtype splits the last dim, a wider one joins it), and set in the base's bytes."""
+    width = base.dtype.itemsize
+    with jax.ensure_compile_time_eval():
+        offsets = np.arange(base.size, dtype=np.int64).reshape(base.shape) * width
+        for spec in chain:
+            if spec[0] == "aten.view.dtype":
+                new = np.dtype(to_jax_dtype(spec[1][0])).itemsize
+                if new < width:
+                    offsets = (offsets[..., None] + np.arange(width // new) * new).reshape(
+                        offsets.shape[:-1] + (offsets.shape[-1] * (width // new),))
+                elif new > width:
+                    offsets = offsets.reshape(offsets.shape[:-1] + (offsets.shape[-1] // (new // width), new // width))[..., 0]
+                width = new
+            else:
+                offsets = np.asarray(apply_view(jnp.asarray(offsets), spec))
+        positions = (offsets[..., None] + np.arange(width)).reshape(-1)
+    viewed = to_jax_dtype([spec for spec in chain if spec[0] == "aten.view.dtype"][-1][1][0])
+    written = _as_bytes(jnp.broadcast_to(src.astype(viewed), offsets.shape))
+    flat = _as_bytes(base).at[positions].set(written, unique_indices=True)
+    return _from_bytes(flat, base.shape, base.dtype)
 
 
 @lowers("aten.copy.default")

@@ -129,7 +129,9 @@ def _writes_through_another_element_size(d):
     w = torch.zeros(4, dtype=torch.float64, device=d)
     w.view(torch.float16)[3::4] = 1.5
     w.view(torch.uint8).view(torch.int32)[2:4].fill_(7)
-    return [t.cpu() for t in (x, as_int16, v, b, w)]
+    f = torch.arange(3.0, device=d)
+    f.untyped_storage().fill_(2)                           # bytes written into a float32 tensor's storage
+    return [t.cpu() for t in (x, as_int16, v, b, w, f)]
 
 
 def test_a_write_through_a_dtype_of_another_element_size_is_cpus():

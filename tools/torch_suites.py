@@ -7,6 +7,7 @@ Only the `xla` variants are instantiated (PYTORCH_TESTING_DEVICE_ONLY_FOR=privat
 plugin imports xlanb before each test module.
 
     python tools/torch_suites.py --tests DIR [FILE.py ...] [--report torch_suites.md] [-k EXPR] [--no-cpu-twins]
+                                 [--sample N --seed S]
 
 Each test that fails on xla is then run once more as its CPU twin (the same test instantiated for
 `cpu`, without xlanb): one that fails on CPU too is the file's fault (a copy older than the
@@ -19,6 +20,7 @@ import argparse
 import importlib.util
 import json
 import os
+import random
 import subprocess
 import sys
 import tempfile
@@ -33,13 +35,31 @@ import xlanb  # noqa: F401
 '''
 
 
-def run_file(path: Path, plugin_dir: str, extra: list[str], timeout: int) -> dict:
-    """One test file in its own pytest process; the counts come from its junit XML."""
+def sampled(path: Path, env: dict, extra: list[str], sample: int, seed: int, into: str) -> int:
+    """Writes `sample` of the file's collected test ids (drawn with `seed`, in file order) to the
+    argument file `into`, for a file of tens of thousands of cases; returns how many it collected."""
+    cmd = [sys.executable, "-m", "pytest", str(path), "-p", "xlanb_torch_suite", "--collect-only", "-q",
+           "-p", "no:cacheprovider", "--rootdir", str(path.parent), "-c", os.devnull, *extra]
+    out = subprocess.run(cmd, env=env, cwd=path.parent, capture_output=True, text=True).stdout
+    ids = [line for line in out.splitlines() if "::" in line and not line.startswith(" ")]
+    chosen = sorted(random.Random(seed).sample(range(len(ids)), min(sample, len(ids))))
+    Path(into).write_text("\n".join(ids[i] for i in chosen) + "\n")
+    return len(ids)
+
+
+def run_file(path: Path, plugin_dir: str, extra: list[str], timeout: int, sample: int = 0, seed: int = 0) -> dict:
+    """One test file in its own pytest process (or a sample of its tests); the counts come from its junit XML."""
     with tempfile.TemporaryDirectory() as tmp:
         junit = os.path.join(tmp, "junit.xml")
         env = dict(os.environ, PYTORCH_TESTING_DEVICE_ONLY_FOR="privateuse1",
                    PYTHONPATH=os.pathsep.join(filter(None, [plugin_dir, os.environ.get("PYTHONPATH")])))
-        cmd = [sys.executable, "-m", "pytest", str(path), "-p", "xlanb_torch_suite", "-q", "-p", "no:cacheprovider",
+        targets, collected = [str(path)], None
+        if sample:
+            argfile = os.path.join(tmp, "tests.txt")
+            collected = sampled(path, env, extra, sample, seed, argfile)
+            targets = [f"@{argfile}"]           # -k chose what was sampled; the rest of `extra` still applies
+            extra = [e for i, e in enumerate(extra) if e != "-k" and (i == 0 or extra[i - 1] != "-k")]
+        cmd = [sys.executable, "-m", "pytest", *targets, "-p", "xlanb_torch_suite", "-q", "-p", "no:cacheprovider",
                "--rootdir", str(path.parent), "-c", os.devnull, f"--junitxml={junit}", *extra]
         try:
             proc = subprocess.run(cmd, env=env, cwd=path.parent, capture_output=True, text=True, timeout=timeout)
@@ -47,6 +67,8 @@ def run_file(path: Path, plugin_dir: str, extra: list[str], timeout: int) -> dic
         except subprocess.TimeoutExpired:
             tail = [f"timed out after {timeout} s"]
         counts = junit_counts(junit) if os.path.exists(junit) else {}
+        if collected is not None:
+            counts["sampled_from"] = collected
         counts["summary"] = tail[0] if tail else ""
         counts["failed_tests"] = failed_tests(junit) if os.path.exists(junit) else []
         return counts
@@ -104,7 +126,8 @@ def failed_tests(junit: str) -> list[str]:
 def report(results: dict) -> str:
     lines = ["| file | run on xla | passed | failed | skipped |", "|---|---|---|---|---|"]
     for name, c in results.items():
-        lines.append(f"| {name} | {c.get('run', '-')} | {c.get('passed', '-')} | {c.get('failed', '-')} | "
+        of = f" (a sample of {c['sampled_from']})" if "sampled_from" in c else ""
+        lines.append(f"| {name}{of} | {c.get('run', '-')} | {c.get('passed', '-')} | {c.get('failed', '-')} | "
                      f"{c.get('skipped', '-')} |")
     for name, c in results.items():
         if c.get("failed_tests"):
@@ -125,6 +148,9 @@ def main(argv=None) -> int:
                              "thousands of distinct small programs, each an XLA compile: minutes on 2 cores")
     parser.add_argument("-k", dest="select", help="pytest -k expression")
     parser.add_argument("--no-cpu-twins", action="store_true", help="do not run failing tests' CPU twins")
+    parser.add_argument("--sample", type=int, default=0,
+                        help="run this many of each file's tests, drawn at random (after -k), not all of them")
+    parser.add_argument("--seed", type=int, default=0, help="the sample's random seed")
     args = parser.parse_args(argv)
     folder = Path(args.tests).resolve()
     files = args.files or [f for f in DEFAULT_FILES if (folder / f).exists()]
@@ -135,7 +161,7 @@ def main(argv=None) -> int:
     with tempfile.TemporaryDirectory() as plugin_dir:
         Path(plugin_dir, "xlanb_torch_suite.py").write_text(PLUGIN)
         for name in files:
-            results[name] = run_file(folder / name, plugin_dir, extra, args.timeout)
+            results[name] = run_file(folder / name, plugin_dir, extra, args.timeout, args.sample, args.seed)
             c = results[name]
             if not args.no_cpu_twins:
                 c["fails_on_cpu_too"] = sorted(failing_on_cpu(folder / name, c["failed_tests"], args.timeout))

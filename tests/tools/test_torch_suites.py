@@ -50,3 +50,17 @@ def test_runner_instantiates_xla_only_and_counts_per_file(tmp_path):
     text = report.read_text()
     assert "| test_tiny.py | 3 | 1 | 2 | 0 |" in text
     assert f"- {failed[1]} **(fails on CPU too)**" in text and f"- {failed[0]}\n" in text
+
+
+def test_a_sample_runs_that_many_tests_drawn_after_k(tmp_path):
+    """--sample N runs N of the tests -k leaves (drawn with --seed), and the report says of how many."""
+    (tmp_path / "test_tiny.py").write_text(TINY)
+    report = tmp_path / "out.md"
+    proc = subprocess.run([sys.executable, os.path.join(ROOT, "tools", "torch_suites.py"), "--tests", str(tmp_path),
+                           "test_tiny.py", "--report", str(report), "-k", "add or wrong", "--sample", "1", "--seed",
+                           "3", "--no-cpu-twins"], capture_output=True, text=True, timeout=600)
+    counts = json.loads(report.with_suffix(".json").read_text())["test_tiny.py"]
+    assert (counts["run"], counts["sampled_from"]) == (1, 2), proc.stdout + proc.stderr
+    assert counts["failed"] == (1 if counts["failed_tests"] else 0)
+    assert all("on_cpu_only" not in t for t in counts["failed_tests"])
+    assert "| test_tiny.py (a sample of 2) | 1 |" in report.read_text()

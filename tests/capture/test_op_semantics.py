@@ -173,3 +173,20 @@ def test_batch_norm_eval_returns_empty_statistics():
     out = torch.native_batch_norm(*(t.to(XLA) for t in (x, w, w, rm, rv)), False, 0.1, 1e-5)
     assert [tuple(o.shape) for o in out] == [tuple(r.shape) for r in ref]
     torch.testing.assert_close(out[0].cpu(), ref[0])
+
+
+def test_a_cpu_fallback_inside_a_pending_graph_keeps_64_bit_values():
+    """An op with no lowering runs on the host inside the graph; XLA runs a launched program's host
+    calls on its own threads, where JAX's 64-bit switch is off: int64 and float64 values still cross
+    exactly (they were cut to 32 bits: prims.sign raised a dtype error, wider values would change)."""
+    xlanb.metrics.clear_all()
+    # made on the device (pending), and large enough that XLA runs the program on its thread pool
+    big = (torch.arange(-150_000, 150_000, device=XLA) * 3_000_000_001).reshape(600, 500)
+    x = torch.linspace(-1, 1, 300_001, dtype=torch.float64, device=XLA) * (1 + 2 ** -40)
+    sign, scaled = torch.ops.prims.sign(big), torch.ops.prims.bessel_i1e(x)
+    cpu_big = (torch.arange(-150_000, 150_000) * 3_000_000_001).reshape(600, 500)
+    assert sign.dtype == torch.int64 and torch.equal(sign.cpu(), torch.sign(cpu_big))
+    assert scaled.dtype == torch.float64
+    expected = torch.ops.prims.bessel_i1e(torch.linspace(-1, 1, 300_001, dtype=torch.float64) * (1 + 2 ** -40))
+    assert torch.equal(scaled.cpu(), expected)
+    assert {"prims::sign", "prims::bessel_i1e"} <= set(xlanb.metrics.executed_fallback_ops())

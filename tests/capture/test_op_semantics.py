@@ -190,3 +190,13 @@ def test_a_cpu_fallback_inside_a_pending_graph_keeps_64_bit_values():
     expected = torch.ops.prims.bessel_i1e(torch.linspace(-1, 1, 300_001, dtype=torch.float64) * (1 + 2 ** -40))
     assert torch.equal(scaled.cpu(), expected)
     assert {"prims::sign", "prims::bessel_i1e"} <= set(xlanb.metrics.executed_fallback_ops())
+
+
+def test_igamma_and_igammac_edge_cases_are_cpus():
+    """a = 0, x = 0, infinities and negative arguments: CPU's values (lax's igamma gave NaN for a = 0 <
+    x and for a = inf; test_unary_ufuncs' test_igammac_edge_cases found it)."""
+    inf = float("inf")
+    a = torch.tensor([0.0, 0.0, 1e-3, 1.0, inf, inf, 0.0, 1e3, 0.0, inf, -1.0, 2.0, 1.0])
+    x = torch.tensor([1e-3, inf, 0.0, 0.0, 0.0, 1e3, 0.0, inf, 0.0, inf, 1.0, -1.0, 2.0])
+    for f in (torch.igamma, torch.igammac):
+        torch.testing.assert_close(f(a.to(XLA), x.to(XLA)).cpu(), f(a, x), equal_nan=True)

@@ -43,14 +43,30 @@ def spherical_bessel_j0(x):
     return jnp.where(jnp.isinf(x), jnp.zeros_like(x), out)
 
 
+def _igamma_edges(a, x, lower):
+    """ATen's calc_igamma/calc_igammac edge cases, which lax's leave NaN: a = 0 < x (the lower
+    function 1), a = inf > x (0), x = inf > a (1), x = 0 < a (0); negative arguments, a = x = 0 and
+    a = x = inf are NaN."""
+    a, x = jnp.broadcast_arrays(a, x)
+    out = lax.igamma(a, x) if lower else lax.igammac(a, x)
+    one, zero = jnp.ones_like(out), jnp.zeros_like(out)
+    p1, p0 = (one, zero) if lower else (zero, one)      # where igamma is 1 (igammac 0), and 0 (igammac 1)
+    nan = jnp.full_like(out, jnp.nan)
+    out = jnp.where((a == 0) & (x > 0), p1, out)
+    out = jnp.where((x == 0) & (a > 0), p0, out)
+    out = jnp.where(jnp.isinf(a) & (a > 0) & ~jnp.isinf(x), p0, out)
+    out = jnp.where(jnp.isinf(x) & (x > 0) & ~jnp.isinf(a), p1, out)
+    return jnp.where((a < 0) | (x < 0) | ((a == 0) & (x == 0)) | (jnp.isinf(a) & jnp.isinf(x)), nan, out)
+
+
 @lowers("aten.igamma.default", promote="float")
 def igamma(self, other):
-    return lax.igamma(*jnp.broadcast_arrays(self, other))
+    return _igamma_edges(self, other, True)
 
 
 @lowers("aten.igammac.default", promote="float")
 def igammac(self, other):
-    return lax.igammac(*jnp.broadcast_arrays(self, other))
+    return _igamma_edges(self, other, False)
 
 
 def _trigamma(x):

@@ -53,6 +53,7 @@ class CompileProgress:
         self._current: tuple | None = None      # (monotonic start, graph name, ops) of a compile
         self._launched: tuple | None = None     # (graph name, ops) of the latest launch
         self._nodes: dict[str, int] = {}        # graph key -> ops (from Compile events)
+        self._ended: tuple | None = None        # (the compile's _current, monotonic end) of the last one
         self._stop: threading.Event | None = None
         self._thread: threading.Thread | None = None
 
@@ -69,7 +70,8 @@ class CompileProgress:
             elif not e.eager:
                 self._launched = (e.name, self._nodes.get(e.key))
             if self._current is not None:
-                with self._lock:
+                with self._lock:       # the compile's own end: the watcher sees it up to a poll later
+                    self._ended = (self._current, time.monotonic())
                     self._current = None
 
     def start(self) -> None:
@@ -109,6 +111,12 @@ class CompileProgress:
         run_since[0] = None
         return None
 
+    def _took(self, shown: tuple, now: float) -> float:
+        """How long the phase `shown` lasted: to the end the user's thread saw, for a compile."""
+        with self._lock:
+            ended = self._ended
+        return (ended[1] if ended is not None and ended[0] == shown[:3] else now) - shown[0]
+
     def _watch(self, stop: threading.Event) -> None:
         handle, shown, last = None, None, 0.0
         run_since: list = [None]
@@ -118,7 +126,7 @@ class CompileProgress:
             if state is not None and now - state[0] >= self.after:
                 if handle is None or shown[:3] != state[:3]:
                     if handle is not None:
-                        handle.update(bundle(shown, now - shown[0], done=True), raw=True)
+                        handle.update(bundle(shown, self._took(shown, now), done=True), raw=True)
                     handle, shown = self.display(bundle(state, now - state[0], slow=self._slow())), state
                     last = now
                 elif now - last >= self.every or state[3] != shown[3]:
@@ -126,10 +134,10 @@ class CompileProgress:
                     handle.update(bundle(state, now - state[0], slow=self._slow()), raw=True)
                     last = now
             elif shown is not None and (state is None or state[:3] != shown[:3]):
-                handle.update(bundle(shown, now - shown[0], done=True), raw=True)
+                handle.update(bundle(shown, self._took(shown, now), done=True), raw=True)
                 handle, shown = None, None
         if shown is not None:
-            handle.update(bundle(shown, time.monotonic() - shown[0], done=True), raw=True)
+            handle.update(bundle(shown, self._took(shown, time.monotonic()), done=True), raw=True)
 
 
 PHASE_MIME = "application/vnd.xlanb.phase+json"

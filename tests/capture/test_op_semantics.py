@@ -192,6 +192,17 @@ def test_a_cpu_fallback_inside_a_pending_graph_keeps_64_bit_values():
     assert {"prims::sign", "prims::bessel_i1e"} <= set(xlanb.metrics.executed_fallback_ops())
 
 
+def test_a_cpu_fallback_inside_a_pending_graph_keeps_complex128_values():
+    """complex128 crosses the host call as the 32-bit words of its real and imaginary parts (lax's
+    bitcast refuses complex: prims.sin of complex128 raised a TypeError)."""
+    xlanb.metrics.clear_all()
+    x = torch.complex(torch.linspace(-3, 3, 300_001, dtype=torch.float64, device=XLA),
+                      torch.linspace(2, -2, 300_001, dtype=torch.float64, device=XLA)) * (1 + 2 ** -40)
+    out = torch.ops.prims.sin(x)                  # pending, and large enough for XLA's thread pool
+    assert out.dtype == torch.complex128 and torch.equal(out.cpu(), torch.ops.prims.sin(x.cpu()))
+    assert "prims::sin" in xlanb.metrics.executed_fallback_ops()
+
+
 def test_igamma_and_igammac_edge_cases_are_cpus():
     """a = 0, x = 0, infinities and negative arguments: CPU's values (lax's igamma gave NaN for a = 0 <
     x and for a = inf; test_unary_ufuncs' test_igammac_edge_cases found it)."""

@@ -134,6 +134,21 @@ def _writes_through_another_element_size(d):
     return [t.cpu() for t in (x, as_int16, v, b, w, f)]
 
 
+def _complex_writes_through_another_element_size(d):
+    c = torch.zeros(4, dtype=torch.complex64, device=d)
+    c.view(torch.float32)[1] = 5                           # a narrower real dtype: c[0]'s imaginary part
+    f = torch.zeros(8, device=d)
+    f.view(torch.complex64)[1] = 1 + 2j                    # a wider complex dtype over f[2:4]
+    return [t.cpu() for t in (c, f)]
+
+
+def test_a_write_through_a_complex_view_of_another_element_size_is_cpus():
+    """Complex as a real dtype and a real dtype as complex (lax's bitcast refuses complex: both raised)."""
+    for cpu, xla in zip(_complex_writes_through_another_element_size("cpu"),
+                        _complex_writes_through_another_element_size("xla")):
+        assert xla.dtype == cpu.dtype and torch.equal(xla.view(torch.uint8), cpu.view(torch.uint8))
+
+
 def test_a_write_through_a_dtype_of_another_element_size_is_cpus():
     for cpu, xla in zip(_writes_through_another_element_size("cpu"), _writes_through_another_element_size("xla")):
         assert xla.dtype == cpu.dtype and torch.equal(xla.view(torch.uint8), cpu.view(torch.uint8))

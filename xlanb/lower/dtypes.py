@@ -50,6 +50,35 @@ def cast(x, dtype):
     return x.astype(dtype)
 
 
+def to_words(x, width: int):
+    """A traced array's bytes in memory order as unsigned ints of `width` bytes, shape
+    x.shape + (itemsize // width,). lax's bitcast refuses bool and complex: a bool is its byte, a
+    complex its real and imaginary parts (in that order, as in memory)."""
+    from jax import lax
+    import jax.numpy as jnp
+    if jnp.issubdtype(x.dtype, jnp.complexfloating):
+        words = to_words(jnp.stack([jnp.real(x), jnp.imag(x)], axis=-1), width)    # x.shape + (2, n)
+        return words.reshape(words.shape[:-2] + (2 * words.shape[-1],))
+    if x.dtype == np.bool_:
+        x = x.astype(np.uint8)
+    words = lax.bitcast_convert_type(x, np.dtype(f"uint{8 * width}"))
+    return words[..., None] if x.dtype.itemsize == width else words
+
+
+def from_words(words, dtype):
+    """Inverse of to_words: unsigned ints of shape s + (n,) back to an array of `dtype` and shape s
+    (a bool is true where its byte is not 0)."""
+    from jax import lax
+    dtype = np.dtype(dtype)
+    if dtype.kind == "c":
+        parts = from_words(words.reshape(words.shape[:-1] + (2, words.shape[-1] // 2)),
+                           np.dtype(f"float{4 * dtype.itemsize}"))
+        return lax.complex(parts[..., 0], parts[..., 1])
+    if dtype == np.bool_:
+        return from_words(words, np.uint8) != 0
+    return lax.bitcast_convert_type(words[..., 0] if words.shape[-1] == 1 else words, dtype)
+
+
 def to_torch_dtype(dtype) -> torch.dtype:
     return NUMPY_TO_TORCH[np.dtype(dtype)]
 

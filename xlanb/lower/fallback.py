@@ -13,7 +13,7 @@ import torch
 
 from xlanb import events
 from xlanb.state import emit, runtime_state
-from xlanb.lower.dtypes import numpy_to_torch, to_jax_dtype, torch_to_numpy
+from xlanb.lower.dtypes import from_words, numpy_to_torch, to_jax_dtype, to_words, torch_to_numpy
 from xlanb.lower.tree import join, split
 
 
@@ -51,26 +51,20 @@ def run_on_cpu(op, args, kwargs):
 
 # JAX converts a callback's arguments and results to 32 bits when the thread that runs it has x64 off,
 # and XLA runs a launched program's callbacks on its own threads (the launch's x64 setting does not
-# reach them): 64-bit values cross the callback as words of 32 bits and are put back on each side.
+# reach them): 64-bit values cross the callback as words of 32 bits (dtypes.to_words) and are put back
+# on each side. On the host numpy's views do it: a complex's parts are in memory order there too.
 _WIDE = {np.dtype(t) for t in (np.int64, np.uint64, np.float64, np.complex128)}
 
 
-def _narrow(x):
-    """A traced array whose dtype JAX would shrink in a callback, as uint32 words (shape + (words,))."""
-    return jax.lax.bitcast_convert_type(x, jnp.uint32) if np.dtype(x.dtype) in _WIDE else x
+def _words_host(a):
+    """A host array's uint32 words, shape a.shape + (itemsize // 4,), as to_words gives on the device."""
+    return np.ascontiguousarray(a).reshape(-1).view(np.uint32).reshape(a.shape + (a.itemsize // 4,))
 
 
-def _widen_host(a, dtype):
-    """Inverse of _narrow on the host: uint32 words back to `dtype` (a numpy view, no copy)."""
-    a = np.asarray(a)
-    return np.ascontiguousarray(a).view(dtype).reshape(a.shape[:-1]) if np.dtype(dtype) in _WIDE else a
-
-
-def _word_spec(spec):
-    dtype = np.dtype(spec.dtype)
-    if dtype not in _WIDE:
-        return spec
-    return jax.ShapeDtypeStruct(tuple(spec.shape) + (dtype.itemsize // 4,), jnp.uint32)
+def _widen_host(words, dtype):
+    """Inverse of _words_host: uint32 words back to `dtype` (a numpy view, no copy)."""
+    words = np.asarray(words)
+    return np.ascontiguousarray(words).reshape(-1).view(dtype).reshape(words.shape[:-1])
 
 
 def lower_fallback(op, name: str, args, kwargs, meta):
@@ -88,9 +82,11 @@ def lower_fallback(op, name: str, args, kwargs, meta):
     counter = events.counter_name(name)
 
     leaf_dtypes = [np.dtype(leaf.dtype) for leaf in leaves]
+    leaf_wide = [dtype in _WIDE for dtype in leaf_dtypes]
+    out_wide = [np.dtype(s.dtype) in _WIDE for s in specs]
 
     def host(*arrays):
-        arrays = [_widen_host(a, dtype) for a, dtype in zip(arrays, leaf_dtypes)]
+        arrays = [_widen_host(a, dtype) if wide else a for a, dtype, wide in zip(arrays, leaf_dtypes, leaf_wide)]
         values = [np.asarray(a).item() if is_scalar else numpy_to_torch(np.asarray(a))
                   for a, is_scalar in zip(arrays, scalar_leaf)]
         a, kw = join(skeleton, values)
@@ -102,13 +98,13 @@ def lower_fallback(op, name: str, args, kwargs, meta):
         outs = out if isinstance(out, (tuple, list)) else (out,)
         outs = [o for o, m in zip(outs, metas) if m is not None]
         emit(events.Fallback(op=counter))
-        results = (np.ascontiguousarray(torch_to_numpy(o).reshape(s.shape)) for o, s in zip(outs, specs))
-        return tuple(r.view(np.uint32).reshape(w.shape) if w is not s else r
-                     for r, s, w in zip(results, specs, word_specs))
+        results = (np.ascontiguousarray(torch_to_numpy(o)).reshape(s.shape) for o, s in zip(outs, specs))
+        return tuple(_words_host(r) if wide else r for r, wide in zip(results, out_wide))
 
-    word_specs = tuple(_word_spec(s) for s in specs)
-    words = jax.pure_callback(host, word_specs, *[_narrow(leaf) for leaf in leaves])
-    results = iter(jax.lax.bitcast_convert_type(w, s.dtype) if w.dtype != s.dtype else w
-                   for w, s in zip(words, specs))
+    word_specs = tuple(jax.ShapeDtypeStruct(tuple(s.shape) + (s.dtype.itemsize // 4,), jnp.uint32) if wide else s
+                       for s, wide in zip(specs, out_wide))
+    words = jax.pure_callback(host, word_specs,
+                              *[to_words(leaf, 4) if wide else leaf for leaf, wide in zip(leaves, leaf_wide)])
+    results = iter(from_words(w, s.dtype) if wide else w for w, s, wide in zip(words, specs, out_wide))
     values = tuple(next(results) if m is not None else None for m in metas)
     return values if multi else values[0]

@@ -6,7 +6,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from xlanb.lower.dtypes import cast, to_jax_dtype
+from xlanb.lower.dtypes import cast, from_words, to_jax_dtype, to_words
 from xlanb.lower.registry import lookup, lowers
 
 _RESHAPES = {"aten.view.default", "aten._unsafe_view.default", "aten.reshape.default", "aten.alias.default",
@@ -79,7 +79,7 @@ def view_scatter(base, src, chain):
         widths = {np.dtype(to_jax_dtype(spec[1][0])).itemsize for spec in chain if spec[0] == "aten.view.dtype"}
         if widths != {base.dtype.itemsize}:
             return _byte_scatter(base, src, chain)
-        src = jax.lax.bitcast_convert_type(src, base.dtype)
+        src = from_words(to_words(src, 1), base.dtype)
     if all(spec[0] in _RESHAPES for spec in chain):
         return src.reshape(base.shape).astype(base.dtype)
     index_dtype = np.int32 if base.size < 2 ** 31 else np.int64
@@ -91,21 +91,6 @@ def view_scatter(base, src, chain):
         positions = np.asarray(positions).reshape(-1)
     flat = base.reshape(-1).at[positions].set(src.reshape(-1).astype(base.dtype), unique_indices=True)
     return flat.reshape(base.shape)
-
-
-def _as_bytes(x):
-    """x's bytes in memory order, as uint8 (x.shape + (itemsize,) flattened)."""
-    if x.dtype == jnp.bool_:
-        x = x.astype(jnp.uint8)
-    return (x if x.dtype == jnp.uint8 else jax.lax.bitcast_convert_type(x, jnp.uint8)).reshape(-1)
-
-
-def _from_bytes(flat, shape, dtype):
-    if dtype == jnp.bool_:
-        return flat.reshape(shape) != 0
-    if np.dtype(dtype).itemsize == 1:
-        return jax.lax.bitcast_convert_type(flat.reshape(shape), dtype)
-    return jax.lax.bitcast_convert_type(flat.reshape(tuple(shape) + (np.dtype(dtype).itemsize,)), dtype)
 
 
 def _byte_scatter(base, src, chain):
@@ -129,9 +114,9 @@ def _byte_scatter(base, src, chain):
                 offsets = np.asarray(apply_view(jnp.asarray(offsets), spec))
         positions = (offsets[..., None] + np.arange(width)).reshape(-1)
     viewed = to_jax_dtype([spec for spec in chain if spec[0] == "aten.view.dtype"][-1][1][0])
-    written = _as_bytes(jnp.broadcast_to(src.astype(viewed), offsets.shape))
-    flat = _as_bytes(base).at[positions].set(written, unique_indices=True)
-    return _from_bytes(flat, base.shape, base.dtype)
+    written = to_words(jnp.broadcast_to(src.astype(viewed), offsets.shape), 1).reshape(-1)
+    flat = to_words(base, 1).reshape(-1).at[positions].set(written, unique_indices=True)
+    return from_words(flat.reshape(base.shape + (base.dtype.itemsize,)), base.dtype)
 
 
 @lowers("aten.copy.default")

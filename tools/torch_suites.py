@@ -35,30 +35,41 @@ import xlanb  # noqa: F401
 '''
 
 
-def sampled(path: Path, env: dict, extra: list[str], sample: int, seed: int, into: str) -> int:
-    """Writes `sample` of the file's collected test ids (drawn with `seed`, in file order) to the
-    argument file `into`, for a file of tens of thousands of cases; returns how many it collected."""
+def collect(path: Path, env: dict, args: list[str], timeout: int) -> tuple[list[str], str]:
+    """The file's test ids as pytest collects them with `args` (-k among them), and the collection's
+    error lines and last line: what to report when there are none (an import error, a -k that
+    matches nothing)."""
     cmd = [sys.executable, "-m", "pytest", str(path), "-p", "xlanb_torch_suite", "--collect-only", "-q",
-           "-p", "no:cacheprovider", "--rootdir", str(path.parent), "-c", os.devnull, *extra]
-    out = subprocess.run(cmd, env=env, cwd=path.parent, capture_output=True, text=True).stdout
-    ids = [line for line in out.splitlines() if "::" in line and not line.startswith(" ")]
-    chosen = sorted(random.Random(seed).sample(range(len(ids)), min(sample, len(ids))))
-    Path(into).write_text("\n".join(ids[i] for i in chosen) + "\n")
-    return len(ids)
+           "-p", "no:cacheprovider", "--rootdir", str(path.parent), "-c", os.devnull, *args]
+    try:
+        proc = subprocess.run(cmd, env=env, cwd=path.parent, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return [], f"collection timed out after {timeout} s"
+    lines = proc.stdout.splitlines()
+    ids = [line for line in lines if line.startswith(f"{path.name}::")]
+    errors = [line[1:].strip() for line in lines if line.startswith("E ")]
+    tail = (proc.stdout.strip() or proc.stderr.strip()).splitlines()[-1:]
+    return ids, "; ".join(errors + tail)
 
 
-def run_file(path: Path, plugin_dir: str, extra: list[str], timeout: int, sample: int = 0, seed: int = 0) -> dict:
-    """One test file in its own pytest process (or a sample of its tests); the counts come from its junit XML."""
+def run_file(path: Path, plugin_dir: str, extra: list[str], timeout: int, select: tuple[str, ...] = (),
+             sample: int = 0, seed: int = 0) -> dict:
+    """One test file in its own pytest process: the tests `select` (-k EXPR) leaves, or `sample` of them
+    drawn with `seed` (in file order, for a file of tens of thousands of cases); the counts come from
+    its junit XML. A sample of nothing (no test collected) is not run: its summary says why."""
     with tempfile.TemporaryDirectory() as tmp:
         junit = os.path.join(tmp, "junit.xml")
         env = dict(os.environ, PYTORCH_TESTING_DEVICE_ONLY_FOR="privateuse1",
                    PYTHONPATH=os.pathsep.join(filter(None, [plugin_dir, os.environ.get("PYTHONPATH")])))
-        targets, collected = [str(path)], None
+        targets, drawn = [str(path), *select], {}
         if sample:
+            ids, why = collect(path, env, [*select, *extra], timeout)
+            if not ids:
+                return {"sampled_from": 0, "summary": why, "failed_tests": []}
+            chosen = [ids[i] for i in sorted(random.Random(seed).sample(range(len(ids)), min(sample, len(ids))))]
             argfile = os.path.join(tmp, "tests.txt")
-            collected = sampled(path, env, extra, sample, seed, argfile)
-            targets = [f"@{argfile}"]           # -k chose what was sampled; the rest of `extra` still applies
-            extra = [e for i, e in enumerate(extra) if e != "-k" and (i == 0 or extra[i - 1] != "-k")]
+            Path(argfile).write_text("\n".join(chosen) + "\n")
+            targets, drawn = [f"@{argfile}"], {"sampled_from": len(ids), "sampled": chosen}
         cmd = [sys.executable, "-m", "pytest", *targets, "-p", "xlanb_torch_suite", "-q", "-p", "no:cacheprovider",
                "--rootdir", str(path.parent), "-c", os.devnull, f"--junitxml={junit}", *extra]
         try:
@@ -67,8 +78,7 @@ def run_file(path: Path, plugin_dir: str, extra: list[str], timeout: int, sample
         except subprocess.TimeoutExpired:
             tail = [f"timed out after {timeout} s"]
         counts = junit_counts(junit) if os.path.exists(junit) else {}
-        if collected is not None:
-            counts["sampled_from"] = collected
+        counts.update(drawn)
         counts["summary"] = tail[0] if tail else ""
         counts["failed_tests"] = failed_tests(junit) if os.path.exists(junit) else []
         return counts
@@ -130,7 +140,9 @@ def report(results: dict) -> str:
         lines.append(f"| {name}{of} | {c.get('run', '-')} | {c.get('passed', '-')} | {c.get('failed', '-')} | "
                      f"{c.get('skipped', '-')} |")
     for name, c in results.items():
-        if c.get("failed_tests"):
+        if "run" not in c:                  # no junit XML: a sample of nothing, a timeout, a crash
+            lines += ["", f"## {name}", "", f"No counts: {c['summary']}"]
+        elif c.get("failed_tests"):
             on_cpu = set(c.get("fails_on_cpu_too", ()))
             lines += ["", f"## {name}", ""] + [f"- {t}" + (" **(fails on CPU too)**" if t in on_cpu else "")
                                                for t in c["failed_tests"]]
@@ -154,14 +166,15 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     folder = Path(args.tests).resolve()
     files = args.files or [f for f in DEFAULT_FILES if (folder / f).exists()]
-    extra = ["-k", args.select] if args.select else []
+    select = ("-k", args.select) if args.select else ()
+    extra = []
     if args.test_timeout and importlib.util.find_spec("pytest_timeout") is not None:
         extra.append(f"--timeout={args.test_timeout}")
     results = {}
     with tempfile.TemporaryDirectory() as plugin_dir:
         Path(plugin_dir, "xlanb_torch_suite.py").write_text(PLUGIN)
         for name in files:
-            results[name] = run_file(folder / name, plugin_dir, extra, args.timeout, args.sample, args.seed)
+            results[name] = run_file(folder / name, plugin_dir, extra, args.timeout, select, args.sample, args.seed)
             c = results[name]
             if not args.no_cpu_twins:
                 c["fails_on_cpu_too"] = sorted(failing_on_cpu(folder / name, c["failed_tests"], args.timeout))

@@ -72,16 +72,20 @@ def _taps_linear(n_in, n_out, align_corners, scale, ft):
     return [(i0, (ft(1) - lam1).astype(ft)), (i1, lam1)]
 
 
+def _keys_near(x, a):
+    """Keys' cubic convolution kernel (parameter a) at a distance x with 0 <= x <= 1."""
+    return ((a + 2) * x - (a + 3)) * x * x + 1
+
+
+def _keys_far(x, a):
+    """Keys' cubic convolution kernel (parameter a) at a distance x with 1 <= x <= 2."""
+    return ((a * x - 5 * a) * x + 8 * a) * x - 4 * a
+
+
 def _cubic_coeffs(t, ft=float):
+    """The four weights of the source indices floor - 1 .. floor + 2 for a fraction t in [0, 1]."""
     a = ft(_CUBIC_A)
-
-    def conv1(x):
-        return ((a + 2) * x - (a + 3)) * x * x + 1
-
-    def conv2(x):
-        return ((a * x - 5 * a) * x + 8 * a) * x - 4 * a
-
-    return [conv2(t + 1), conv1(t), conv1(1 - t), conv2(2 - t)]
+    return [_keys_far(t + 1, a), _keys_near(t, a), _keys_near(1 - t, a), _keys_far(2 - t, a)]
 
 
 def _taps_cubic(n_in, n_out, align_corners, scale, ft):
@@ -94,6 +98,18 @@ def _taps_cubic(n_in, n_out, align_corners, scale, ft):
     return [(np.clip(i0 - 1 + j, 0, n_in - 1), coeffs[j].astype(ft)) for j in range(4)]
 
 
+def _sum_taps(y, axis, taps, dtype, acc=None):
+    """acc plus, per tap (source indices, weights), y gathered at the indices along `axis` times the
+    weights, in `dtype`; a single tap of weights all 1 is a gather alone."""
+    wshape = (-1,) + (1,) * (y.ndim - axis - 1)
+    for idx, w in taps:
+        term = jnp.take(y, jnp.asarray(idx), axis=axis).astype(dtype)
+        if not (len(taps) == 1 and np.all(w == 1)):
+            term = term * jnp.asarray(w.reshape(wshape), dtype)
+        acc = term if acc is None else acc + term
+    return acc
+
+
 def _resample(x, taps_per_dim):
     """Applies per-dim taps to the trailing len(taps_per_dim) dims of x."""
     k = len(taps_per_dim)
@@ -101,15 +117,7 @@ def _resample(x, taps_per_dim):
     dtype = x.dtype if gather_only else acc_dtype(x.dtype)
     y = x.astype(dtype)
     for d, taps in enumerate(taps_per_dim):
-        axis = y.ndim - k + d
-        wshape = (-1,) + (1,) * (y.ndim - axis - 1)
-        acc = None
-        for idx, w in taps:
-            term = jnp.take(y, jnp.asarray(idx), axis=axis)
-            if not (len(taps) == 1 and np.all(w == 1)):
-                term = term * jnp.asarray(w.reshape(wshape), dtype)
-            acc = term if acc is None else acc + term
-        y = acc
+        y = _sum_taps(y, y.ndim - k + d, taps, dtype)
     return y.astype(x.dtype)
 
 
@@ -117,15 +125,12 @@ def _uint8_filter(kind):
     """The filter CPU's uint8 kernel samples: a triangle, or Keys' cubic with torch's a = -0.75."""
     if kind == "linear":
         return lambda x: 1.0 - abs(x) if abs(x) < 1.0 else 0.0
-    a = _CUBIC_A
 
     def cubic(x):
         x = abs(x)
         if x < 1.0:
-            return ((a + 2) * x - (a + 3)) * x * x + 1
-        if x < 2.0:
-            return ((a * x - 5 * a) * x + 8 * a) * x - 4 * a
-        return 0.0
+            return _keys_near(x, _CUBIC_A)
+        return _keys_far(x, _CUBIC_A) if x < 2.0 else 0.0
     return cubic
 
 
@@ -144,9 +149,7 @@ def _uint8_taps(n_in, n_out, kind, align_corners, scale):
     weights = np.zeros((n_out, interp))
     wt_max = 0.0
     for i in range(n_out):
-        real = s * i if align_corners else s * (i + 0.5) - 0.5
-        if kind == "linear" and not align_corners and real < 0:
-            real = 0.0
+        real = float(_source_index(s, i, align_corners, kind == "cubic", float))
         index = min(int(math.floor(np.float32(real))), n_in - 1)       # floorf: the index in float32
         lam = min(max(real - index, 0.0), 1.0)
         lo = index - support + 1
@@ -175,14 +178,9 @@ def _resample_uint8(x, axis, n_out, kind, align_corners, scale):
     weights, plus half, shifted right by the precision and clamped to [0, 255] (bit for bit)."""
     n_in = x.shape[axis]
     first, size, fixed, precision = _uint8_taps(n_in, n_out, kind, align_corners, scale)
-    wshape = (-1,) + (1,) * (x.ndim - axis - 1)
-    acc = jnp.full((), 1 << (precision - 1), jnp.int32)
-    for j in range(fixed.shape[1]):
-        w = np.where(j < size, fixed[:, j], 0).astype(np.int32)
-        if not w.any():
-            continue
-        idx = np.minimum(first + j, n_in - 1)
-        acc = acc + jnp.take(x, jnp.asarray(idx), axis=axis).astype(jnp.int32) * jnp.asarray(w.reshape(wshape))
+    weights = [np.where(j < size, fixed[:, j], 0).astype(np.int32) for j in range(fixed.shape[1])]
+    taps = [(np.minimum(first + j, n_in - 1), w) for j, w in enumerate(weights) if w.any()]
+    acc = _sum_taps(x, axis, taps, jnp.int32, acc=jnp.full((), 1 << (precision - 1), jnp.int32))
     return jnp.clip(jnp.right_shift(acc, precision), 0, 255).astype(jnp.uint8)
 
 

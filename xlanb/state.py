@@ -42,9 +42,9 @@ class Runtime:
         # scopes, which belong to whoever opened them (a loaded notebook extension): not reset
         self.want_texts = 0
         # the global nn.Module hooks of capture.scopes while recording_modules() scopes are open
-        # (their count, handles, and the modules' spans of autograd sequence numbers): owned by
-        # whoever opened them, as want_texts is: not reset
-        self.module_hooks: list = [0, None, None]
+        # (their count, handles, the marks of autograd sequence numbers, a weakref to the last
+        # outermost module): owned by whoever opened them, as want_texts is: not reset
+        self.module_hooks: list = [0, None, None, None]
         # compat: the mesh `xs.set_global_mesh` set (a user's setting, kept by reset() as the device is)
         self.global_mesh = None
         self._fresh()

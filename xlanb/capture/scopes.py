@@ -2,14 +2,17 @@
 
 While a `recording_modules()` scope is open, two global module hooks push and pop the path of
 the running module (`blocks.0.attn.qkv`, named as `named_modules()` names it from the outermost
-module called) into `runtime_state().module_scope`, and capture/nodes.py passes it to each node it makes.
+module called; a module the autograd engine runs again, a checkpoint's recompute, is named as in the
+last outermost module) into `runtime_state().module_scope`, and capture/nodes.py passes it to each node it makes.
 With no scope open the hooks are not installed (torch's module call then takes its fast path)
 and `module_scope` is None: a node pays one attribute read.
 
 Backward ops: torch numbers every autograd node it creates (its sequence number, one counter
 per thread, which only grows). When a forward starts, the number the next node gets is marked with
 its path, and when it returns, with its caller's (None outside every module): the innermost module
-running when a node was made is the last mark at or before its number. While the autograd engine runs
+running when a node was made is the last mark at or before its number. A forward run by the autograd
+engine (a checkpointed module recomputed during backward, on the engine's thread and its counter)
+marks nothing: its ops carry its path, and the marks of the forward that was recorded stay. While the autograd engine runs
 a node, the ops it records carry the module of the node's number. Ops outside every module (a loss
 written as a function, the optimizer) and backward nodes made outside modules carry None; so do
 gradient accumulations into `.grad` (AccumulateGrad nodes have no number). This costs two appends per
@@ -21,6 +24,7 @@ from __future__ import annotations
 import bisect
 import contextlib
 import warnings
+import weakref
 
 import torch
 from torch.nn.modules import module as _nn_module
@@ -78,16 +82,32 @@ def _child_name(parent, child) -> str:
     return name
 
 
+def _path_in(root, module) -> str:
+    """`module`'s dotted path in `root` (named_modules' name), or its class name when not in it."""
+    key = (id(root), id(module))
+    path = _child_names.get(key)
+    if path is None or root.get_submodule(path) is not module:
+        path = next((k for k, m in root.named_modules(remove_duplicate=False) if m is module), type(module).__name__)
+        _child_names[key] = path
+    return path
+
+
 def _pre(module, args) -> None:
     stack = _rt.module_stack
+    forward = _current_node() is None      # not a forward the autograd engine runs (a checkpoint's recompute)
     if stack:
         parent, parent_path = stack[-1]
         name = _child_name(parent, module)
         path = f"{parent_path}.{name}" if parent_path else name
-    else:
+    elif forward:
         path = ""                      # the outermost module: its own ops carry ""
+        _rt.module_hooks[3] = weakref.ref(module)
+    else:                              # recomputed in backward: named as in the last outermost module
+        root = _rt.module_hooks[3] and _rt.module_hooks[3]()
+        path = _path_in(root, module) if root is not None else ""
     stack.append((module, path))
-    _rt.module_hooks[2].mark(_sequence_nr(), path)
+    if forward:                        # the engine's thread has a counter of its own
+        _rt.module_hooks[2].mark(_sequence_nr(), path)
     _rt.module_scope = path
 
 
@@ -96,7 +116,8 @@ def _post(module, args, output) -> None:
     while stack:
         if stack.pop()[0] is module:
             break
-    _rt.module_hooks[2].mark(_sequence_nr(), stack[-1][1] if stack else None)
+    if _current_node() is None:
+        _rt.module_hooks[2].mark(_sequence_nr(), stack[-1][1] if stack else None)
     _rt.module_scope = stack[-1][1] if stack else backward_scope
 
 
@@ -141,8 +162,9 @@ def let_dynamo_trace(traceable) -> None:
 
 
 def _register() -> tuple:
+    # always_call: a forward that raises (a user's error, a checkpoint's recompute stopping early) pops too
     return (_nn_module.register_module_forward_pre_hook(_hook_functions[0]),
-            _nn_module.register_module_forward_hook(_hook_functions[1]))
+            _nn_module.register_module_forward_hook(_hook_functions[1], always_call=True))
 
 
 def _install() -> None:
@@ -165,7 +187,7 @@ def _uninstall() -> None:
         hooks[1] = None
     _rt.module_scope = None
     _rt.module_stack.clear()
-    hooks[2] = None
+    hooks[2] = hooks[3] = None
 
 
 @contextlib.contextmanager

@@ -239,8 +239,11 @@ def test_a_root_another_checked_root_is_computed_from_is_not_reduced_again():
     new_p = p.add(g.t().reshape(2, 2), alpha=-0.1)
     masked = torch.where(g > 0, g, 0.0)
     assert _checked_roots_of(g, new_p) == [1]
-    assert _checked_roots_of(g, new_p, masked) == [1, 2]
-    assert _checked_roots_of(x * 2, (x * 2).amax()) == [0, 1]      # a max need not carry every NaN
+    assert _checked_roots_of(g, masked) == [0, 1]                   # where drops the NaNs it does not select
+    y = x * 2
+    assert _checked_roots_of(y, y.amax()) == [0, 1]                 # a max need not carry every NaN
+    h = torch.tensor([1.0, 2.0, 3.0, 4.0], dtype=torch.float16, device="xla") * 2
+    assert _checked_roots_of(h, p[0].add(h.view(torch.float32))) == [0, 1]   # a float16 NaN seen as float32 is a number
     xlanb.sync()
 
 
@@ -256,3 +259,18 @@ def test_a_nan_in_an_unreduced_root_still_raises_and_names_its_op():
             xlanb.sync()
     assert str(raised.value).startswith(f"NaN produced by aten.sqrt.default at {THIS_FILE}:{line}"), raised.value
     assert math.isnan(g.cpu()[1]) and math.isnan(p.cpu()[1])
+
+
+
+def test_a_nan_read_through_a_view_of_another_dtype_is_still_found():
+    """A float16 NaN whose bits a float32 view reads is a number there: the float16 output is
+    checked on its own (a set flag is not implied by the float32 one)."""
+    with override(debug_nans=True):
+        x = torch.tensor([-1.0, 4.0, 9.0, 16.0], dtype=torch.float16, device="xla")
+        p = xla([0.0, 0.0])
+        xlanb.sync()
+        g = torch.sqrt(x); line = here()     # noqa: E702 - the op's line is the one named
+        p.add_(g.view(torch.float32))
+        with pytest.raises(FloatingPointError) as raised:
+            xlanb.sync()
+    assert str(raised.value).startswith(f"NaN produced by aten.sqrt.default at {THIS_FILE}:{line}"), raised.value

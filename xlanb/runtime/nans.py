@@ -71,11 +71,13 @@ def _holds_nan(arrays):
 # Ops whose output holds a NaN wherever a tensor operand does, at every element of that operand
 # (elementwise arithmetic that IEEE propagates NaN through, even times 0, and layout ops that keep
 # every element): a root computed from another root through a chain of these needs no check of its
-# own. Packet names: every overload behaves alike.
+# own. Packet names: every overload behaves alike, but for `_REINTERPRETS` (a float16 NaN's bits seen
+# as a float32 are a number).
 _CARRIES_NAN = frozenset(f"aten.{op}" for op in (
     "add", "sub", "mul", "div", "neg", "addcmul", "addcdiv", "lerp", "sqrt", "rsqrt", "exp", "log",
     "reciprocal", "clone", "_to_copy", "alias", "detach", "view", "_unsafe_view", "reshape", "t",
     "permute", "transpose", "unsqueeze", "squeeze", "expand"))
+_REINTERPRETS = frozenset({"aten.view.dtype"})
 
 
 def _real_float(meta) -> bool:
@@ -94,7 +96,8 @@ def checked_roots(graph: Graph) -> list[int]:
         return wanted
     consumers: dict[Node, list[Node]] = {}
     for n in graph.order:
-        if n.buffer is None and n.name.rsplit(".", 1)[0] in _CARRIES_NAN and _real_float(n.meta):
+        if (n.buffer is None and n.name.rsplit(".", 1)[0] in _CARRIES_NAN and n.name not in _REINTERPRETS
+                and _real_float(n.meta)):
             for o in n.operands:
                 if type(o) is Node and _real_float(o.meta):
                     consumers.setdefault(o, []).append(n)

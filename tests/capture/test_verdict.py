@@ -69,6 +69,18 @@ CASES = {
     "prims.signbit (bool result)": lambda d: torch.ops.prims.signbit(torch.tensor([-1.0, 1.0], device=d)),
     "torch._refs.copysign": lambda d: torch._refs.copysign(torch.tensor([-1.0, 1.0], device=d),
                                                            torch.tensor([1.0, -1.0], device=d)),
+    # 16-bit floats: a refusal is CPU's verdict, a kernel CPU lacks for them only is not
+    "heaviside of float16 and float64": lambda d: torch.heaviside(torch.ones(3, dtype=torch.float16, device=d),
+                                                                  torch.ones(3, dtype=torch.float64, device=d)),
+    "heaviside of bfloat16 and float32": lambda d: torch.heaviside(torch.ones(3, dtype=torch.bfloat16, device=d),
+                                                                   torch.ones(3, device=d)),
+    "bitwise_and of bfloat16 (no float kernel)": lambda d: torch.bitwise_and(
+        torch.ones(3, dtype=torch.bfloat16, device=d), torch.ones(3, dtype=torch.bfloat16, device=d)),
+    "nextafter of bfloat16 (its own next value)": lambda d: torch.nextafter(
+        torch.tensor([0.0, 1.0, -1.0, 3.0], dtype=torch.bfloat16, device=d),
+        torch.tensor([1.0, 2.0, -2.0, float("inf")], dtype=torch.bfloat16, device=d)),
+    "nextafter of float16": lambda d: torch.nextafter(torch.tensor([1.0, -2.0], dtype=torch.float16, device=d),
+                                                      torch.tensor([0.0, 0.0], dtype=torch.float16, device=d)),
 }
 
 
@@ -105,6 +117,8 @@ def test_large_tensors_get_the_verdicts_no_shape_decides():
         "scatter_ into an expanded tensor": lambda d: torch.zeros(1, n, device=d).expand(4, n).scatter_(
             0, torch.zeros(1, n, dtype=torch.long, device=d), torch.ones(1, n, device=d)),
         "gather (computes)": lambda d: torch.ones(2 * n, device=d).gather(0, torch.arange(n, device=d)),
+        # the stand-in's result dtype is CPU's: prims.signbit's meta kernel says float, CPU's bool
+        "prims.signbit (bool result)": lambda d: torch.ops.prims.signbit(torch.linspace(-1, 1, 2 * n, device=d)),
     }
     for name, f in big.items():
         cpu, xla = outcome(f, "cpu"), outcome(f, "xla")

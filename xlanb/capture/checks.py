@@ -13,7 +13,7 @@ import torch
 
 from xlanb.capture import bounds
 from xlanb.capture.frames import is_library
-from xlanb.capture.verdict import tensors_in
+from xlanb.capture.verdict import is_verdict, tensors_in
 from xlanb.lower.dtypes import TORCH_TO_NUMPY
 from xlanb.lower.fallback import host_dispatch
 from xlanb.state import runtime_state
@@ -148,7 +148,8 @@ def raise_cpu_verdict_on_empty(func, margs, mkwargs) -> None:
             warnings.simplefilter("ignore")
             func(*cpu(tuple(margs)), **{k: cpu(v) for k, v in mkwargs.items()})
     except _CPU_ERRORS as cpu_error:
-        raise type(cpu_error)(str(cpu_error)) from None
+        if is_verdict(func, cpu_error, margs, mkwargs):
+            raise type(cpu_error)(str(cpu_error)) from None
 
 
 def check_out_on_cpu(func, functional, args, kwargs, out_names) -> None:

@@ -14,7 +14,7 @@ from xlanb.capture import rng
 from xlanb.capture.checks import (check_dtype_arguments, check_representable, check_select_from_empty_dim,
                                   raise_cpu_verdict_on_empty)
 from xlanb.capture.frames import user_location
-from xlanb.capture.verdict import (PROBED, check_once, cpu_answer, cpu_verdict, has_out, raise_cpu_error,
+from xlanb.capture.verdict import (PROBED, check_once, cpu_answer, cpu_verdict, has_out, is_verdict, raise_cpu_error,
                                    with_cpu_dtypes)
 from xlanb.capture.nodes import lift, make_node
 from xlanb.capture.tensor import LazyTensor, new_tensor, value
@@ -305,6 +305,8 @@ def _pointwise_on_cpu(func, margs, mkwargs, out, small: bool):
         with torch.no_grad(), host_dispatch():
             cpu = func(*[_one(a, small) for a in margs], **{k: _one(v, small) for k, v in mkwargs.items()})
     except _PROBE_ERRORS as cpu_error:
+        if not is_verdict(func, cpu_error, margs, mkwargs):
+            return out
         raise type(cpu_error)(str(cpu_error)) from None
     if (small and isinstance(out, torch.Tensor) and isinstance(cpu, torch.Tensor) and cpu.shape == out.shape
             and cpu.stride() != out.stride() and not func._schema.is_mutable):

@@ -30,11 +30,13 @@ import torch
 from xlanb.lower.fallback import host_dispatch
 
 VERDICT_ELEMENTS = 4096
-# dtypes whose CPU kernels are the reference (half and float8 kernels are sparser on CPU than on
-# accelerators: no probe there; complex ones are complete, and refuse what no backend computes,
-# floor or sign of a complex number)
+# dtypes whose CPU kernels are the reference (complex ones are complete, and refuse what no backend
+# computes, floor or sign of a complex number). 16-bit floats are probed too, but CPU has fewer
+# kernels for them than accelerators: a missing one (NotImplementedError) is no verdict there, every
+# other refusal (mixed dtypes, a bool condition) is (`is_verdict`). float8 kernels: not probed.
+HALF = frozenset({torch.float16, torch.bfloat16})
 PROBED = frozenset({torch.bool, torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64, torch.float32,
-                    torch.float64, torch.complex64, torch.complex128})
+                    torch.float64, torch.complex64, torch.complex128}) | HALF
 _ERRORS = (RuntimeError, IndexError, ValueError, TypeError, NotImplementedError)
 _OVERLAP = ("unsupported operation: more than one element of the written-to tensor",
             "unsupported operation: some elements of the input tensor and the written-to tensor")
@@ -103,6 +105,27 @@ def _rng_kept(func):
     return contextlib.nullcontext()
 
 
+def is_verdict(func, error: Exception, args, kwargs) -> bool:
+    """Whether CPU's error refuses the signature. A CPU kernel missing for a 16-bit float does not,
+    unless float32 has none either (bitwise_and of floats, which no backend computes)."""
+    if not isinstance(error, NotImplementedError) or not any(t.dtype in HALF for t in tensors_in((args, tuple(kwargs.values())))):
+        return True
+
+    def as_float32(x):
+        if isinstance(x, torch.Tensor):
+            return torch.ones((), dtype=torch.float32 if x.dtype in HALF else x.dtype).expand(x.shape)
+        return type(x)(as_float32(y) for y in x) if isinstance(x, (list, tuple)) else x
+    try:
+        with torch.no_grad(), host_dispatch(), warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            func(*as_float32(tuple(args)), **{k: as_float32(v) for k, v in kwargs.items()})
+    except NotImplementedError:
+        return True
+    except Exception:       # noqa: BLE001 - any other answer: float32 has a kernel, or the probe says nothing
+        return False
+    return False
+
+
 def runs_on_cpu(func) -> bool:
     """Whether the verdict runs this op at all (not a view, a value read or an assertion)."""
     namespace = getattr(func, "namespace", "")
@@ -112,7 +135,8 @@ def runs_on_cpu(func) -> bool:
 
 def cpu_verdict(func, args, kwargs, out=None):
     """Raises what CPU raises for this signature whatever the values; returns CPU's result on the
-    first probe (None when the op did not run, or its error depends on the values)."""
+    first probe, of the stand-in's shapes for a large signature (None when the op did not run, or its
+    error depends on the values)."""
     if not runs_on_cpu(func):
         return None
     tensors = list(tensors_in((args, tuple(kwargs.values()))))
@@ -133,13 +157,15 @@ def cpu_verdict(func, args, kwargs, out=None):
         except _ERRORS as e:
             if standin and not (isinstance(e, NotImplementedError) or str(e).startswith(_OVERLAP)):
                 return None
+            if not is_verdict(func, e, args, kwargs):
+                return None
             if first is None:
                 first = e
                 continue
             if type(e) is type(first) and str(e) == str(first) and _value_free(e, _read_tensors(func, args, kwargs)):
                 raise type(e)(str(e)) from None
             return None
-        return None if first is not None or standin else result
+        return None if first is not None else result     # a stand-in's result: its dtypes are the signature's
     return None
 
 
@@ -186,11 +212,12 @@ def _value_free(error: Exception, tensors) -> bool:
 
 
 def with_cpu_dtypes(func, out, cpu):
-    """The meta kernel's output with CPU's dtypes where they differ (same shapes)."""
+    """The meta kernel's output with CPU's dtypes where they differ (`cpu`: of the same ranks, of
+    the same shapes or a stand-in's)."""
     if cpu is None or func._schema.is_mutable:
         return out
     if isinstance(out, torch.Tensor):
-        if isinstance(cpu, torch.Tensor) and cpu.dtype != out.dtype and cpu.shape == out.shape:
+        if isinstance(cpu, torch.Tensor) and cpu.dtype != out.dtype and cpu.dim() == out.dim():
             return torch.empty_strided(out.shape, out.stride(), dtype=cpu.dtype, device="meta")
         return out
     if isinstance(out, (tuple, list)) and isinstance(cpu, (tuple, list)) and len(out) == len(cpu):

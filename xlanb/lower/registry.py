@@ -7,8 +7,11 @@ FX graphs later. Register functional ops only: in-place (`add_`) and `out=` vari
 are derived by capture.
 
 Flags (at most what a rule needs):
-  promote="same"   operands are cast to torch's promoted dtype first (torch.result_type)
+  promote="same"   operands are cast to the dtype torch computes in first (torch.result_type, but
+                   float32 for 16-bit floats, as CPU's kernels compute them)
   promote="float"  as "same", and integer/bool results become the default float dtype
+  promote="result" operands are cast to torch.result_type itself (an op on the bits of its dtype:
+                   nextafter of a bfloat16 is the next bfloat16)
   rng=True         the rule takes a jax PRNG key as its first argument
 
 Lifted Python scalars reach a rule as weakly typed 0-d arrays: never branch on them.
@@ -34,8 +37,8 @@ LOWERINGS: dict[str, Rule] = {}
 
 def lowers(*names: str, promote: str | None = None, rng: bool = False):
     """Registers `fn` for each ATen overload name (e.g. "aten.add.Tensor")."""
-    if promote not in (None, "same", "float"):
-        raise ValueError(f"promote must be None, 'same' or 'float', got {promote!r}")
+    if promote not in (None, "same", "float", "result"):
+        raise ValueError(f"promote must be None, 'same', 'float' or 'result', got {promote!r}")
 
     def register(fn):
         for name in names:

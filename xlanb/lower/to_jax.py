@@ -134,8 +134,8 @@ def _promotion_from_examples(rule: Rule, examples: list):
         return None
     kind = (ELEMENTWISE_TYPE_PROMOTION_KIND.INT_TO_FLOAT if rule.promote == "float"
             else ELEMENTWISE_TYPE_PROMOTION_KIND.DEFAULT)
-    compute, _ = elementwise_dtypes(*examples, type_promotion_kind=kind)
-    return to_jax_dtype(compute)
+    compute, result = elementwise_dtypes(*examples, type_promotion_kind=kind)
+    return to_jax_dtype(result if rule.promote == "result" else compute)
 
 
 def build_function(graph: Graph):

@@ -391,7 +391,7 @@ def copysign(self, other):
     return jnp.copysign(self, other)
 
 
-@lowers("aten.nextafter.default", promote="same")
+@lowers("aten.nextafter.default", promote="result")
 def nextafter(self, other):
     return jnp.nextafter(self, other)
 

@@ -77,6 +77,8 @@ class Runtime:
         # debug_nans: the NaN a checked graph found (runtime/nans.py), raised once its outputs are stored
         self.nan_error = None
         self.rng = None                        # the Storage of the device RNG key (capture.rng)
+        # (weakref to a computed node, its value on the host): the last base a view was read from
+        self.last_download = (None, None)
         # runtime: compiled graphs and launches
         # the LRU of executables: its class, and so its policy, is the runtime floor's (runtime/cache.py)
         self.cache = self.new_cache() if self.new_cache is not None else None

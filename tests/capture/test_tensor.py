@@ -137,3 +137,29 @@ def test_tied_parameters_stay_tied_after_to_xla():
     model = Tied().to("xla")
     assert model.head.weight is model.emb.weight
     assert len(list(model.parameters())) == 1
+
+
+@pytest.mark.parametrize("items", [
+    lambda t: list(t),                                   # iteration: unbind(0)
+    lambda t: t.unbind(-1),
+    lambda t: t.split(3, dim=-1),                        # the last piece is shorter
+    lambda t: t.split([1, 4, 2], dim=1),
+    lambda t: t.chunk(3, dim=0),
+])
+def test_reading_the_pieces_of_a_tensor_downloads_it_once_and_gives_cpus_values(items):
+    """Each piece is a view of one value: reading them one by one downloads that value once, and
+    each piece is made alone on the host (a select or a narrow), not by splitting the whole again."""
+    from xlanb import events
+    from xlanb.state import runtime_state
+    cpu = torch.arange(42.0).reshape(6, 7)
+    x = (cpu.to("xla") * 2)
+    xlanb.sync()
+    seen = []
+    runtime_state().subscribe(seen.append)
+    try:
+        got = [piece.cpu() for piece in items(x)]
+    finally:
+        runtime_state().unsubscribe(seen.append)
+    want = items(cpu * 2)
+    assert len(got) == len(want) and all(torch.equal(g, w) for g, w in zip(got, want))
+    assert sum(isinstance(e, events.Transfer) and e.direction == "from_device" for e in seen) == 1

@@ -219,8 +219,7 @@ class Comparison:
             self._writer.pop(id(holder), None)
         host = entry[1]
         for step in view_chain(t):
-            out = step.op(host, *step.args, **(step.kwargs or {}))
-            host = out if step.index is None else out[step.index]
+            host = step.on_host(host)
         return host
 
     def _read(self, t: LazyTensor) -> torch.Tensor:
@@ -321,8 +320,7 @@ class Comparison:
     def _read_view(self, t: LazyTensor) -> torch.Tensor:
         host = self._read(_base_of(t) if t._storage is not None else t)
         for step in view_chain(t):
-            out = step.op(host, *step.args, **(step.kwargs or {}))
-            host = out if step.index is None else out[step.index]
+            host = step.on_host(host)
         return host
 
     # --- the end -----------------------------------------------------------------------
@@ -433,8 +431,7 @@ def _host_value(o: _Output) -> torch.Tensor:
     node = base_node(o.xla)
     host = realize.with_layout(download(node.buffer), node.meta)
     for step in o.chain:
-        out = step.op(host, *step.args, **(step.kwargs or {}))
-        host = out if step.index is None else out[step.index]
+        host = step.on_host(host)
     return host
 
 

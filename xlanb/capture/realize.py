@@ -12,6 +12,8 @@ A failed compile or execution changes nothing: every pending graph stays as it w
 
 from __future__ import annotations
 
+import weakref
+
 import numpy as np
 import torch
 from jax.sharding import SingleDeviceSharding
@@ -320,22 +322,37 @@ def to_cpu(t: LazyTensor, cause: str = "value access") -> torch.Tensor:
     if host is not None:             # the pieces of a grown tensor: joined on the host, kept as device data
         raise_deferred()
         n.release(upload(host))
-    else:
+    chain = view_chain(t)
+    if host is None:
         n = realize(t, cause)
-        host = download(n.buffer)
+        host = _downloaded(n) if chain else download(n.buffer)
         if _rt.device_checks:
             bounds.raise_failed()
-    chain = view_chain(t)
     if chain:
         host = with_layout(host, n.meta)
         with torch.no_grad(), host_dispatch():
             for step in chain:
-                out = step.op(host, *step.args, **(step.kwargs or {}))
-                host = out if step.index is None else out[step.index]
+                host = step.on_host(host)
                 if host.is_conj() or host.is_neg():     # _conj / _neg_view: xla values carry no bits
                     host = host.resolve_conj().resolve_neg()
             host = host.clone()
     return host
+
+
+def _downloaded(n: Node) -> torch.Tensor:
+    """A computed node's value on the host, to read views of it from (never handed out itself): the
+    last one downloaded is kept while its node lives, so that reading a tensor's items one by one
+    downloads it once."""
+    ref, host = _rt.last_download
+    if ref is None or ref() is not n:
+        host = download(n.buffer)
+        _rt.last_download = (weakref.ref(n, _forget_download), host)
+    return host
+
+
+def _forget_download(ref) -> None:
+    if _rt.last_download[0] is ref:
+        _rt.last_download = (None, None)
 
 
 def with_layout(host: torch.Tensor, meta) -> torch.Tensor:

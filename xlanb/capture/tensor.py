@@ -99,6 +99,29 @@ class ViewStep:
     def spec(self) -> tuple:
         return (self.name, self.args, tuple((self.kwargs or {}).items()), self.index)
 
+    def on_host(self, host: torch.Tensor) -> torch.Tensor:
+        """The view of a CPU tensor. Of a multi-output op, only the output taken is made where one
+        view gives it (unbind's i-th is a select, split's a narrow): iterating over a tensor (`for x
+        in t`, `all(t)`), whose items are unbind's outputs, reads each in O(1), not O(len(t))."""
+        kwargs = self.kwargs or {}
+        if self.index is None:
+            return self.op(host, *self.args, **kwargs)
+        one = _ONE_OUTPUT.get(self.name)
+        if one is not None:
+            return one(host, self.index, *self.args, **kwargs)
+        return self.op(host, *self.args, **kwargs)[self.index]
+
+
+def _split_one(x: torch.Tensor, i: int, size: int, dim: int = 0) -> torch.Tensor:
+    return x.narrow(dim, i * size, min(size, x.shape[dim] - i * size))
+
+
+_ONE_OUTPUT = {
+    "aten.unbind.int": lambda x, i, dim=0: x.select(dim, i),
+    "aten.split.Tensor": _split_one,
+    "aten.split_with_sizes.default": lambda x, i, sizes, dim=0: x.narrow(dim, sum(sizes[:i]), sizes[i]),
+}
+
 
 def _compiling() -> bool:
     """Inside torch.compile's compilation (tracing, building guards). A repr there is for a message,

@@ -163,3 +163,25 @@ def test_reading_the_pieces_of_a_tensor_downloads_it_once_and_gives_cpus_values(
     want = items(cpu * 2)
     assert len(got) == len(want) and all(torch.equal(g, w) for g, w in zip(got, want))
     assert sum(isinstance(e, events.Transfer) and e.direction == "from_device" for e in seen) == 1
+
+
+@pytest.mark.parametrize("fill", [
+    lambda out: torch.arange(0, 4, out=out.narrow(1, 1, 2)),        # a strided view, as many elements
+    lambda out: torch.linspace(0, 1, 4, out=out.narrow(1, 1, 2)),
+    lambda out: torch.arange(0.0, 6.0, out=out.t()),
+    lambda out: torch.arange(0, 4, out=out[0]),                     # another number of elements: resized
+])
+def test_a_range_written_into_an_out_view_keeps_its_layout_as_on_cpu(fill):
+    """arange/linspace/logspace keep an out= tensor of as many elements (a view's strides included)
+    and fill it in order; xla resized it to 1-d and wrote the storage in the wrong places."""
+    import warnings
+    results = {}
+    for device in ("cpu", "xla"):
+        out = torch.zeros(2, 3, device=device)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            r = fill(out)
+        results[device] = (r.shape, r.stride(), r.cpu(), out.cpu())
+    (shape, stride, r, whole), (xshape, xstride, xr, xwhole) = results["cpu"], results["xla"]
+    assert (xshape, xstride) == (shape, stride)
+    assert torch.equal(xr, r) and torch.equal(xwhole, whole)

@@ -206,10 +206,17 @@ def _factory_out(functional, out_names):
         if type(target) is not LazyTensor:
             return cpu_cut(func, args, {**kwargs, next(iter(out_names)): target})
         made = _record_factory(functional, tuple(args), {**kwargs, "dtype": target.dtype})
-        resize_out(target, made.shape, made.stride(), warn=False)
+        if functional._schema.name in _RANGES and tensor_meta(target).numel == made.numel():
+            made = made.view(target.shape)      # CPU keeps such an out= (a strided view too), filled in order
+        else:
+            resize_out(target, made.shape, made.stride(), warn=False)
         write_value(target, value(made))
         return target
     return h
+
+
+# factories of a 1-d run whose out= keeps its shape and strides when it has as many elements
+_RANGES = frozenset({"aten::arange", "aten::linspace", "aten::logspace", "aten::range"})
 
 
 def _written_targets(written, args, kwargs) -> list:

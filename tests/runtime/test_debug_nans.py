@@ -86,6 +86,19 @@ def test_the_module_path_is_named():
     assert "(module 'head')" in str(raised.value)
 
 
+def test_a_nan_made_by_an_optimizer_step_names_the_step_line():
+    # torch's optimizer step runs through xlanb's stand-in for its `_use_grad` wrapper (capture/nodynamo.py):
+    # that copy is library code, so the line named is the user's `opt.step()`, not the stand-in's
+    w = torch.nn.Parameter(xla([1.0, 2.0]))
+    opt = torch.optim.SGD([w], lr=float("inf"))
+    with override(debug_nans=True):
+        w.grad = xla([0.0, 1.0])                     # inf * 0: NaN in the first element
+        opt.step(); line = here()            # noqa: E702 - the op's line is the one named
+        with pytest.raises(FloatingPointError) as raised:
+            xlanb.sync()
+    assert f"at {THIS_FILE}:{line} in graph" in str(raised.value), str(raised.value)
+
+
 def test_a_nan_that_came_in_through_an_input_is_said_so():
     x = xla([1.0, float("nan")])             # NaN before any graph
     with override(debug_nans=True):

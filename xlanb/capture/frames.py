@@ -20,7 +20,7 @@ _LIBRARY_DIRS = tuple(dict.fromkeys(
         sysconfig.get_paths()["purelib"],
         sysconfig.get_paths()["platlib"],
     )))
-_HIDDEN_FILES = ("<frozen ", "contextlib.py")
+_HIDDEN_FILES = ("<frozen ", "contextlib.py", "<xlanb ")     # "<xlanb ": our copies of torch functions
 
 
 _library_files: dict[str, bool] = {}     # filename -> is_library (a pure memo: files do not move)

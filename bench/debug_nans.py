@@ -7,7 +7,8 @@ Three settings, alternated round by round in one process so machine noise hits t
   recording  ops record their line and module path, debug_nans off: what the notebook does anyway
              (its report names lines and modules: notebook/extension.py)
   on         debug_nans=1: the graph returns one NaN flag (a sum of each checked float output),
-             donates nothing, the flag is read once per step, and ops record their line and module
+             donates nothing, the flag is read once the graph has finished (here: at the wait), and
+             ops record their line and module
 Prints, for each, the median wall time of a step (trace, sync, wait) and of the trace alone (where
 the line and module recording costs), and two ratios of the step's median (every round's steps
 pooled): on / off, what debug_nans costs a script, and on / recording, what the check itself costs

@@ -74,7 +74,9 @@ class Runtime:
         self.deferred: list[BaseException] = []
         # index bounds checks computed in the graph, raised at the next value read (capture.bounds)
         self.device_checks: list = []
-        # debug_nans: the NaN a checked graph found (runtime/nans.py), raised once its outputs are stored
+        # debug_nans: checked graphs whose NaN flag is not read yet, oldest first, and the NaN one of
+        # them was found to hold (runtime/nans.py), raised by capture once the outputs are stored
+        self.nan_checks: list = []
         self.nan_error = None
         self.rng = None                        # the Storage of the device RNG key (capture.rng)
         # (weakref to a computed node, its value on the host): the last base a view was read from

@@ -7,6 +7,7 @@ import os
 import sys
 import traceback
 
+import numpy as np
 import pytest
 import torch
 
@@ -36,7 +37,7 @@ def test_lazy_sync_names_the_op_and_the_users_line():
         y = torch.sqrt(x); line = here()     # noqa: E702 - the op's line is the one named
         z = y * 2 + 1
         with pytest.raises(FloatingPointError) as raised:
-            xlanb.sync()
+            xlanb.sync(wait=True)
     text = str(raised.value)
     assert text.startswith(f"NaN produced by aten.sqrt.default at {THIS_FILE}:{line} in graph 'sync'"), text
     assert "although its inputs held none" in text
@@ -95,7 +96,7 @@ def test_a_nan_made_by_an_optimizer_step_names_the_step_line():
         w.grad = xla([0.0, 1.0])                     # inf * 0: NaN in the first element
         opt.step(); line = here()            # noqa: E702 - the op's line is the one named
         with pytest.raises(FloatingPointError) as raised:
-            xlanb.sync()
+            xlanb.sync(wait=True)
     assert f"at {THIS_FILE}:{line} in graph" in str(raised.value), str(raised.value)
 
 
@@ -104,7 +105,7 @@ def test_a_nan_that_came_in_through_an_input_is_said_so():
     with override(debug_nans=True):
         y = x + 1
         with pytest.raises(FloatingPointError) as raised:
-            xlanb.sync()
+            xlanb.sync(wait=True)
     text = str(raised.value)
     assert "its input 0 (f32[2]) already held NaN before the graph ran" in text, text
     assert "first read by aten.add.Tensor" in text and "NaN produced by" not in text
@@ -135,7 +136,7 @@ def test_both_infinities_in_one_output_are_not_a_nan():
         assert torch.isinf(half.cpu()).all()
         nan = torch.cat([both, xla([0.0]) / 0.0])       # and a real NaN next to them is still found
         with pytest.raises(FloatingPointError, match="aten.div"):
-            xlanb.sync()
+            xlanb.sync(wait=True)
         assert math.isnan(nan.cpu()[3])
 
 
@@ -149,14 +150,61 @@ def test_integer_outputs_are_not_checked_and_a_clean_graph_runs_once():
     assert compiles() == 1
 
 
+class _NotReady:
+    """A launch's NaN flag that reports its graph unfinished until `done` (np.asarray still reads it)."""
+    done = False
+    is_fully_addressable = True
+
+    def __init__(self, flag):
+        self.flag = flag
+
+    def is_ready(self) -> bool:
+        return _NotReady.done
+
+    def __array__(self, dtype=None, copy=None):
+        return np.asarray(self.flag)
+
+
+def test_a_sync_does_not_wait_for_the_flag_and_a_later_read_raises(monkeypatch):
+    # reading the flag at the launch would make the host wait for the graph: a training loop's next
+    # trace would no longer overlap this step's execution. A sync reads the flags of finished graphs only.
+    from xlanb.runtime import nans
+    check = nans.check
+
+    def unfinished(graph, outs, args, *, now):
+        return check(graph, (*outs[:-1], _NotReady(outs[-1])), args, now=now)
+    monkeypatch.setattr(nans, "check", unfinished)
+    monkeypatch.setattr(_NotReady, "done", False)
+    with override(debug_nans=True):
+        x = xla([4.0, -1.0])
+        y = torch.sqrt(x); line = here()     # noqa: E702
+        xlanb.sync()                         # not finished: nothing raised, the check waits
+        assert len(_rt.nan_checks) == 1
+        z = y + 1
+        xlanb.sync()                         # neither graph finished
+        assert len(_rt.nan_checks) == 2
+        with pytest.raises(FloatingPointError) as raised:
+            z.cpu()                          # a value read reads every flag, oldest first
+    assert f"NaN produced by aten.sqrt.default at {THIS_FILE}:{line}" in str(raised.value)
+    assert not _rt.nan_checks and _rt.nan_error is None        # the later graph's check is dropped with it
+    with override(debug_nans=True):
+        w = z * 2
+        xlanb.sync()
+        assert len(_rt.nan_checks) == 1
+        _NotReady.done = True
+        with pytest.raises(FloatingPointError, match="its input 0 .* already held NaN"):
+            xlanb.sync()                     # a sync that finds the graph finished raises
+    assert torch.equal(torch.isnan(w.cpu()), torch.tensor([False, True]))
+
+
 def test_pending_work_stays_valid_after_the_error():
     x = xla([4.0, -1.0])
     with override(debug_nans=True):
         y = torch.sqrt(x)
         z = x * 2
         with pytest.raises(FloatingPointError):
-            xlanb.sync()
-        assert _rt.nan_error is None and not _rt.pending
+            xlanb.sync(wait=True)
+        assert _rt.nan_error is None and not _rt.pending and not _rt.nan_checks
         w = z + 1                            # later work runs as usual
         xlanb.sync()
     expected = torch.sqrt(torch.tensor([4.0, -1.0]))
@@ -184,7 +232,7 @@ def test_turning_it_on_compiles_the_checked_graph_and_says_why():
     xlanb.sync()
     with override(debug_nans=True), pytest.raises(FloatingPointError):
         kept.append(step())
-        xlanb.sync()
+        xlanb.sync(wait=True)
     (recompile,) = [e.recompile for e in _rt.log.all() if isinstance(e, events.Compile) and e.recompile]
     assert "debug_nans: off -> on" in [str(c) for c in recompile.changes]
     assert not _rt.track_locations and _rt.module_scope is None        # off again: nothing recorded
@@ -269,7 +317,7 @@ def test_a_nan_in_an_unreduced_root_still_raises_and_names_its_op():
         g = torch.sqrt(x); line = here()     # noqa: E702 - the op's line is the one named
         p.sub_(g, alpha=0.1)
         with pytest.raises(FloatingPointError) as raised:
-            xlanb.sync()
+            xlanb.sync(wait=True)
     assert str(raised.value).startswith(f"NaN produced by aten.sqrt.default at {THIS_FILE}:{line}"), raised.value
     assert math.isnan(g.cpu()[1]) and math.isnan(p.cpu()[1])
 
@@ -285,5 +333,5 @@ def test_a_nan_read_through_a_view_of_another_dtype_is_still_found():
         g = torch.sqrt(x); line = here()     # noqa: E702 - the op's line is the one named
         p.add_(g.view(torch.float32))
         with pytest.raises(FloatingPointError) as raised:
-            xlanb.sync()
+            xlanb.sync(wait=True)
     assert str(raised.value).startswith(f"NaN produced by aten.sqrt.default at {THIS_FILE}:{line}"), raised.value

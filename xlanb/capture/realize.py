@@ -29,7 +29,7 @@ from xlanb.ir.graph import build_graph, graph_lines
 from xlanb.ir.node import Node, data_node
 from xlanb.ir.precision import matmul_precision
 from xlanb.lower.fallback import host_dispatch
-from xlanb.runtime import executor
+from xlanb.runtime import executor, nans
 from xlanb.runtime.transfer import download, upload
 from xlanb.state import emit, runtime_state
 
@@ -44,9 +44,12 @@ def check_execution(cause: str, frames) -> None:
         scope.violation(cause, frames)
 
 
-def raise_nan() -> None:
-    """debug_nans: raises the NaN that the last checked graph found (runtime/nans.py), once that
-    graph's outputs are stored and its pending entries handled, so later work runs as usual."""
+def raise_nan(ready_only: bool = False) -> None:
+    """debug_nans: reads the pending checks' flags (runtime/nans.py; with ready_only, those of the graphs
+    that have finished: a sync does not wait) and raises the NaN found, once the graphs' outputs are
+    stored and their pending entries handled, so later work runs as usual."""
+    if _rt.nan_checks:
+        nans.examine(ready_only)
     error = _rt.nan_error
     if error is not None:
         _rt.nan_error = None
@@ -55,8 +58,8 @@ def raise_nan() -> None:
 
 def raise_deferred() -> None:
     """Re-raises an error that happened inside the autograd engine (or a NaN found and not raised yet)."""
-    if _rt.nan_error is not None:
-        raise_nan()
+    if _rt.nan_error is not None or _rt.nan_checks:
+        raise_nan(ready_only=True)
     if _rt.deferred:
         error = _rt.deferred[0]
         _rt.deferred.clear()
@@ -134,8 +137,8 @@ def run_pending(name: str, cause: str, inspect=None) -> tuple | None:
             inspect(graph)
         ran = execute(roots, name=name, eager=False, cause=cause, frames=frames, donate=True, graph=graph)
     _rt.pending.clear()
-    if _rt.nan_error is not None:
-        raise_nan()
+    if _rt.nan_error is not None or _rt.nan_checks:     # the checks of graphs that have finished: no wait
+        raise_nan(ready_only=True)
     return ran
 
 
@@ -146,6 +149,8 @@ def sync(wait: bool = False, cause: str = "xlanb.sync") -> None:
     run_pending(_rt.graph_name, cause)
     if wait:
         executor.wait()
+        if _rt.nan_checks:
+            raise_nan()
     if _rt.device_checks:
         bounds.raise_failed(ready_only=not wait)
 
@@ -253,8 +258,8 @@ def realize(t: LazyTensor, cause: str) -> Node:
             graph = None
         emit(events.Sync(kind="value", name=name, roots=len(roots), cause=cause, frames=frames))
         execute(roots, name=name, eager=False, cause=cause, frames=frames, donate=False, graph=graph)
-        if _rt.nan_error is not None:
-            raise_nan()
+    if _rt.nan_error is not None or _rt.nan_checks:      # a value read: every check launched so far
+        raise_nan()
     return n
 
 

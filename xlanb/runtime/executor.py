@@ -162,7 +162,7 @@ def scalar_vectors(graph: Graph) -> list:
 
 def run_graph(graph: Graph, *, eager: bool, cause: str = "", frames=()) -> tuple:
     """Runs `graph` and returns one device array per root (launched, maybe not finished; with
-    debug_nans on, finished and checked: a NaN found waits in `runtime_state().nan_error`)."""
+    debug_nans on, its NaN check is pending, or read already when eager: runtime/nans.py)."""
     return run(graph, eager=eager, cause=cause, frames=frames)[2]
 
 
@@ -172,7 +172,7 @@ def run(graph: Graph, *, eager: bool, cause: str = "", frames=()) -> tuple[Graph
     graph, compiled, cached = executable(graph, eager=eager, cause=cause, frames=frames)
     args = graph_args(graph, compiled)
     outs = launch(compiled, graph.name, args, eager=eager, cached=cached, donated=len(graph.donate))
-    return graph, compiled, nans.check(graph, outs, args) if graph.key.nan_check else outs
+    return graph, compiled, nans.check(graph, outs, args, now=eager) if graph.key.nan_check else outs
 
 
 def executable(graph: Graph, *, eager: bool, cause: str = "", frames=()) -> tuple[Graph, Compiled, bool]:

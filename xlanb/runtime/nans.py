@@ -3,12 +3,16 @@
 While `debug_nans` is on, every graph runs with `nan_check` in its key (ir/graph.py): its executable
 also returns one boolean, "a float output may hold a NaN" (one reduction of each float output, less those
 another checked output is computed from elementwise, such as a gradient read through the parameter its
-update writes; in the same program: see `checked_roots` and `_nan_hint`), and donates nothing, so its inputs can be read again. The flag is read
-after the launch (a host read, which waits for the graph). When it is set, the outputs are checked
-exactly (`_holds_nan`); when one holds a NaN, the graph runs once more as a probe that returns, for
-every node in program order, whether its output holds a NaN, and the first op whose output does although its
-operands held none is named with the user's line and module path (recorded while debug_nans is on:
-capture/nans.py). Inf is not a NaN; integer and bool values are not checked.
+update writes; in the same program: see `checked_roots` and `_nan_hint`), and donates nothing, so its inputs can be read again. The flag is
+not read at the launch, which would make the host wait for the graph and lose the overlap of a
+training loop's next trace with this step's execution (W3 without a wait per step: 1.6x): the
+launch leaves a `Pending` check in `runtime_state().nan_checks`, and capture reads the flags, oldest
+first, as it reads index checks (capture/bounds.py): a sync reads those whose graph has finished,
+`sync(wait=True)` and a value read all of them, an eager op its own at once. When a flag is set, the
+outputs are checked exactly (`_holds_nan`); when one holds a NaN, the graph runs once more as a probe
+that returns, for every node in program order, whether its output holds a NaN, and the first op whose
+output does although its operands held none is named with the user's line and module path (recorded
+while debug_nans is on: capture/nans.py). Inf is not a NaN; integer and bool values are not checked.
 
 The error is not raised here: it waits in `runtime_state().nan_error` until the caller has stored
 the graph's outputs, so the pending work stays valid (capture raises it).
@@ -120,17 +124,60 @@ def with_nan_flag(fn, graph: Graph):
     return checking
 
 
-def check(graph: Graph, outs: tuple, args: list) -> tuple:
-    """The roots' outputs of a checked launch (its flag taken off). When the flag is set, the op that
-    made the NaN is found and kept in `runtime_state().nan_error` for the caller to raise."""
+@dataclasses.dataclass(eq=False)
+class Pending:
+    """A checked launch whose flag is not read yet: what naming its NaN's op needs. `ops` holds each op
+    node's arguments as they were at the launch: the nodes stored as outputs, or computed later by
+    another graph, forget theirs (Node.release), and the probe puts them back while it runs."""
+    graph: Graph
+    flag: jax.Array
+    outs: tuple
+    args: list
+    ops: list        # (node, args, kwargs, operands) of each node not computed before the launch
+
+
+def check(graph: Graph, outs: tuple, args: list, *, now: bool) -> tuple:
+    """The roots' outputs of a checked launch (its flag taken off). The flag is read now (an eager op),
+    else by `examine` later; a NaN's op is kept in `runtime_state().nan_error` for capture to raise."""
     outs, flag = outs[:-1], outs[-1]
     if not flag.is_fully_addressable:        # over several processes: replicated, each holds the answer
         flag = flag.addressable_data(0)
-    if np.asarray(flag) and _rt.nan_error is None:      # the one host read (np.asarray: 1 us, bool(): 10 us)
-        floats = [o for o, r in zip(outs, graph.roots) if _checked_meta(r.meta) and r.meta.numel]
-        if np.asarray(_holds_nan(floats)):              # not only inf - inf in a sum
-            _rt.nan_error = find_nan_op(graph, args)
+    ops = [(n, n.args, n.kwargs, n.operands) for n in graph.order if n.buffer is None]
+    _rt.nan_checks.append(Pending(graph, flag, outs, args, ops))
+    if now:
+        examine(ready_only=False)
     return outs
+
+
+@jax_entry
+def examine(ready_only: bool) -> None:
+    """Reads the flags of the pending checks, oldest first (with ready_only, only while their graph
+    has finished: no wait). The first NaN found goes to `runtime_state().nan_error`; the later
+    checks are dropped then (their graphs read that NaN's results)."""
+    checks = _rt.nan_checks
+    while checks and _rt.nan_error is None:
+        c = checks[0]
+        if ready_only and not c.flag.is_ready():
+            return
+        del checks[0]
+        if np.asarray(c.flag):                          # one host read (np.asarray: 1 us, bool(): 10 us)
+            floats = [o for o, r in zip(c.outs, c.graph.roots) if _checked_meta(r.meta) and r.meta.numel]
+            if np.asarray(_holds_nan(floats)):          # not only inf - inf in a sum
+                _rt.nan_error = _name_op(c)
+    if _rt.nan_error is not None:
+        checks.clear()
+
+
+def _name_op(c: Pending) -> NanError:
+    """find_nan_op on the graph as it was launched: its op nodes' arguments put back for the probe."""
+    now = [(n, n.buffer, n.args, n.kwargs, n.operands) for n, *_ in c.ops]
+    try:
+        for n, args, kwargs, operands in c.ops:
+            n.buffer, n.args, n.kwargs, n.operands = None, args, kwargs, operands
+        return find_nan_op(c.graph, c.args)
+    finally:
+        for n, buffer, args, kwargs, operands in now:
+            n.buffer, n.args, n.kwargs, n.operands = buffer, args, kwargs, operands
 
 
 @jax_entry

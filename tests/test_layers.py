@@ -168,6 +168,7 @@ NOT_RUNTIME_STATE = {
                           "_by_address": "address -> live storage, weak: identity"},
     "capture/torch_versions.py": {"_kept": "ctypes objects C++ holds pointers to: must outlive every caller"},
     "capture/verdict.py": {"_checked": "CPU's verdict per signature: a pure memo of torch's answer"},
+    "capture/overlap.py": {"_verdicts": "CPU's overlap verdict per layout: a pure memo of torch's answer"},
     "compat/collectives.py": {"_rendezvous_count": "process-wide rendezvous ids, never repeated"},
     "compat/sharding.py": {"_warned_use_spmd": "a one-time warning, as Python's warning registry"},
     "compat/spawn.py": {"worker_setup": "the runner's per-process setup handed to spawned replicas"},

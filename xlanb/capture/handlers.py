@@ -25,6 +25,7 @@ from xlanb.lower.torch_versions import SOLVE_FACTORS_CONTIGUOUS_TRANSPOSE
 from xlanb.capture.frames import user_frames, user_location
 from xlanb.capture.views import _AS_STRIDED, _REINTERPRETING, as_strided_view, check_no_replayed_views
 from xlanb.capture.mutations import lookup, mutation_handler, resize_, set_, set_storage, unsupported_mutation
+from xlanb.capture.overlap import check_write_overlap
 from xlanb.capture.realize import check_execution, copy_across, eager_replay, eager_run, to_cpu
 from xlanb.capture.record import NoMetaKernel, OpPlan, plan_of
 from xlanb.capture.verdict import check_once, raise_cpu_error
@@ -155,6 +156,9 @@ def copy_(func, args, kwargs):
     tm = tensor_meta(dst)
     if tm.mkstrides is not None and torch._debug_has_internal_overlap(dst) == 1:
         check_once(func, args, kwargs)      # an expanded dst: CPU's overlap error, in its words
+    if src.shape != dst.shape:
+        check_once(func, args, kwargs)      # src must broadcast to dst's shape: CPU's error, in its words
+    check_write_overlap(func, args, kwargs, (dst,))
     node = make_node(aten.copy.default, "aten.copy.default", (value(dst), value(src)), None, tm)
     write(dst, node)
     return dst

@@ -19,6 +19,7 @@ from xlanb.state import runtime_state
 from xlanb.capture.tensor import (LazyTensor, new_view, storage_of, tensor_meta, value, view_chain,
                                   write_value)
 from xlanb.capture.nodes import make_node
+from xlanb.capture.overlap import check_write_overlap
 from xlanb.capture.views import as_strided_view
 from xlanb.ir.node import contiguous_strides
 
@@ -112,6 +113,7 @@ def mutation_handler(func):
         for t in targets:
             if type(t) is not LazyTensor:
                 return cpu_cut(func, args, kwargs)
+        check_write_overlap(func, args, kwargs, targets)
         nargs, nkwargs = rec.to_node_args(iplan, args, kwargs)
         on_miss = None
         if out_names:

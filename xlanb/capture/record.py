@@ -8,6 +8,8 @@ enter that key by type only.
 
 from __future__ import annotations
 
+import warnings
+
 import torch
 
 from xlanb.capture import rng
@@ -179,8 +181,14 @@ def infer_meta(func, plan: OpPlan, nargs, nkwargs, on_miss=None):
     margs = tuple(_to_meta(a) for a in nargs)
     mkwargs = {k: _to_meta(v) for k, v in nkwargs.items()} if nkwargs else {}
     check_dtype_arguments(plan.name, margs, mkwargs)
+    if func._schema.is_mutable and not has_out(func):
+        # an in-place op's meta kernel may be a ref with out= rules, which resizes the meta self it writes
+        # to the broadcast shape (atan2_, pow_, clamp_); CPU refuses that. CPU is asked on arguments as given
+        probe = (tuple(_to_meta(a) for a in nargs), {k: _to_meta(v) for k, v in nkwargs.items()} if nkwargs else {})
+    else:
+        probe = None
     try:
-        out = func(*margs, **mkwargs)
+        out = _meta_kernel(func, margs, mkwargs, quiet=probe is not None)
     except NotImplementedError as e:
         out = _backward_meta(func, plan, margs)
         if out is None:
@@ -201,6 +209,8 @@ def infer_meta(func, plan: OpPlan, nargs, nkwargs, on_miss=None):
         raise_cpu_error(func, margs, mkwargs)
         raise
     check_representable(plan.name, out)
+    if probe is not None:
+        margs, mkwargs = probe
     tensors = [a for a in margs if isinstance(a, torch.Tensor)]
     if any(a.dim() > 64 for a in tensors):        # CPU's kernels take up to 64 dims; meta kernels do not check
         raise_cpu_error(func, margs, mkwargs)
@@ -220,6 +230,16 @@ def infer_meta(func, plan: OpPlan, nargs, nkwargs, on_miss=None):
     if key is not None:
         plan.meta_cache[key] = meta
     return meta
+
+
+def _meta_kernel(func, margs, mkwargs, quiet: bool):
+    """func's meta kernel; quiet: without the warning of a ref that resizes the self an in-place op
+    writes (CPU raises instead: the probe on the arguments as given says so)."""
+    if not quiet:
+        return func(*margs, **mkwargs)
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="An output with one or more elements was resized")
+        return func(*margs, **mkwargs)
 
 
 def _nansum_meta(func, margs, mkwargs, out):

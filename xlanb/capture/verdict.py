@@ -8,8 +8,9 @@ per signature (the callers cache: record.infer_meta's meta cache, one dict for t
 ops). An error counts only when two fills give the same type and text: zeros (every index valid),
 then ones for integers and a fixed normal sample for floats (a matrix that zeros make singular is
 not). Integer tensors can carry values no fill satisfies (segment_reduce's lengths must sum to the
-data's size): with one among the inputs, an error counts only when it is about types or overlap
-(it names a dtype, a scalar type, a missing kernel or the written memory). Small signatures (up to VERDICT_ELEMENTS elements in and out) run at their real shapes;
+data's size): with one among the inputs, an error counts only when it is about types, overlap or
+broadcasting (it names a dtype, a scalar type, a missing kernel, the written memory, or shapes that do
+not broadcast, which no value changes). Small signatures (up to VERDICT_ELEMENTS elements in and out) run at their real shapes;
 larger ones run at a stand-in of at most 2 per dim that keeps each expanded (stride-0) dim, and
 only the verdicts no shape decides count there: a missing kernel for a dtype (NotImplementedError)
 and overlap of the written tensor.
@@ -38,10 +39,14 @@ HALF = frozenset({torch.float16, torch.bfloat16})
 PROBED = frozenset({torch.bool, torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64, torch.float32,
                     torch.float64, torch.complex64, torch.complex128}) | HALF
 _ERRORS = (RuntimeError, IndexError, ValueError, TypeError, NotImplementedError)
-_OVERLAP = ("unsupported operation: more than one element of the written-to tensor",
+OVERLAP = ("unsupported operation: more than one element of the written-to tensor",
             "unsupported operation: some elements of the input tensor and the written-to tensor")
 _ABOUT_TYPES = re.compile(r"\b(bool|byte|char|short|int|long|float|double|half|bfloat16|complex\w*|u?int(8|16|32|64)(_t)?"
                           r"|dtypes?)(tensor)?\b|scalar type|converted to type|memory location", re.IGNORECASE)
+# shapes that do not broadcast (an in-place op's self smaller than the broadcast, a mask wider than
+# the tensor it selects from): CPU's kernels check them from the shapes alone, before reading a value
+_ABOUT_BROADCAST = re.compile(r"doesn't match the broadcast shape|^expand\(.*the number of sizes provided"
+                              r"|must match the size of tensor b|expanded size of the tensor")
 _NOT_RUN = frozenset({"_local_scalar_dense", "_assert_async", "_assert_scalar", "_print", "record_stream",
                       "sym_constrain_range", "sym_constrain_range_for_size", "_functional_sym_constrain_range",
                       "set_", "_make_dep_token", "lift_fresh", "lift_fresh_copy"})
@@ -99,7 +104,7 @@ def _probes(x, fill: int, standin: bool):
     return x
 
 
-def _rng_kept(func):
+def rng_kept(func):
     if torch.Tag.nondeterministic_seeded in func.tags:
         return torch.random.fork_rng(devices=[])
     return contextlib.nullcontext()
@@ -148,14 +153,14 @@ def cpu_verdict(func, args, kwargs, out=None):
     first = None
     for fill in (0, 1):
         try:
-            with torch.no_grad(), host_dispatch(), warnings.catch_warnings(), _rng_kept(func):
+            with torch.no_grad(), host_dispatch(), warnings.catch_warnings(), rng_kept(func):
                 warnings.simplefilter("ignore")
                 result = func(*_probes(tuple(args), fill, standin),
                               **{k: _probes(v, fill, standin) for k, v in kwargs.items()})
         except _Unprobeable:
             return None
         except _ERRORS as e:
-            if standin and not (isinstance(e, NotImplementedError) or str(e).startswith(_OVERLAP)):
+            if standin and not (isinstance(e, NotImplementedError) or str(e).startswith(OVERLAP)):
                 return None
             if not is_verdict(func, e, args, kwargs):
                 return None
@@ -208,7 +213,8 @@ def _value_free(error: Exception, tensors) -> bool:
     """Whether an error both fills gave is the signature's, not the values' (see the module doc)."""
     if all(t.dtype.is_floating_point or t.dtype.is_complex for t in tensors):
         return True
-    return isinstance(error, NotImplementedError) or bool(_ABOUT_TYPES.search(str(error)))
+    text = str(error)
+    return isinstance(error, NotImplementedError) or bool(_ABOUT_TYPES.search(text) or _ABOUT_BROADCAST.search(text))
 
 
 def with_cpu_dtypes(func, out, cpu):

@@ -170,6 +170,7 @@ NOT_RUNTIME_STATE = {
     "capture/verdict.py": {"_checked": "CPU's verdict per signature: a pure memo of torch's answer"},
     "capture/overlap.py": {"_verdicts": "CPU's overlap verdict per layout: a pure memo of torch's answer"},
     "compat/collectives.py": {"_rendezvous_count": "process-wide rendezvous ids, never repeated"},
+    "compat/counters.py": {"_op_names": "OpOverload -> its torch_xla counter name: a pure memo"},
     "compat/sharding.py": {"_warned_use_spmd": "a one-time warning, as Python's warning registry"},
     "compat/spawn.py": {"worker_setup": "the runner's per-process setup handed to spawned replicas"},
     "compat/tensors.py": {"_next_id": "process-wide tensor ids, never repeated",

@@ -47,6 +47,9 @@ class Runtime:
         self.module_hooks: list = [0, None, None, None]
         # compat: the mesh `xs.set_global_mesh` set (a user's setting, kept by reset() as the device is)
         self.global_mesh = None
+        # compat's per-op counters: called with (op, ns) after each op is recorded (capture/dispatch.py
+        # routes ops through it only while it is set); installed with compat, kept by reset()
+        self.op_listener = None
         self._fresh()
 
     def _fresh(self) -> None:

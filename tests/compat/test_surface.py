@@ -70,6 +70,40 @@ def test_metrics_module_is_xlanbs_with_torch_xla_names():
     assert met.metric_data("CompileTime") is None and met.executed_fallback_ops() == []
 
 
+def test_per_op_counters_and_tracing_time_in_torch_xla_words():
+    import torch_xla.debug.metrics as met
+    x = torch.ones(3).to("xla")
+    met.clear_all()
+    x += 2                                   # in place: counted as its functional op, as torch_xla does
+    y = x * x + 1
+    z = torch.relu(y)
+    xlanb.sync()
+    assert met.counter_value("xla::add") == 2 and met.counter_value("xla::mul") == 1
+    assert met.counter_value("xla::relu") == 1 and met.counter_value("xla::add_") is None
+    count, total, samples = met.metric_data("LazyTracing")
+    assert count == 4 and len(samples) == 4 and total == sum(v for _, v in samples) and min(v for _, v in samples) > 0
+    assert met.counter_value("CreateCompileHandles") == met.counter_value("UncachedCompile") == 1
+    assert "Counter: xla::mul\n  Value: 1" in met.metrics_report()
+    met.clear_counters()
+    assert "xla::add" not in met.metrics_report()
+    assert z.cpu().tolist() == [10.0, 10.0, 10.0]
+
+
+def test_without_compat_no_op_is_counted_or_timed(compat):
+    import xlanb.compat
+    from xlanb.capture import dispatch
+    from xlanb.capture.tensor import LazyTensor
+    xlanb.compat.uninstall()
+    try:
+        assert LazyTensor.__torch_dispatch__.__func__ is dispatch.dispatch
+        xlanb.metrics.clear_all()
+        torch.ones(2, device="xla") + 1
+        assert xlanb.metrics.counter_value("xla::add") is None and xlanb.metrics.metric_data("LazyTracing") is None
+    finally:
+        xlanb.compat.install()
+    assert LazyTensor.__torch_dispatch__.__func__ is dispatch._listened_dispatch
+
+
 def test_step_closures_run_after_the_step_executed_in_the_order_added():
     import torch_xla
     import torch_xla.core.xla_model as xm

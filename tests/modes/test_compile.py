@@ -1,5 +1,7 @@
 """xlanb.compile: named graphs, full-graph enforcement, graph limits, state restored."""
 
+import sys
+
 import pytest
 import torch
 
@@ -110,6 +112,8 @@ def test_full_graph_rejects_cpu_fallback_ops():
 
 
 def test_max_graphs_raises_before_compiling_with_got_and_expected():
+    line = sys._getframe().f_lineno + 4          # the line of `x + x`
+
     @xlanb.compile(max_different_graphs=1)
     def f(x):
         return x + x
@@ -122,9 +126,10 @@ def test_max_graphs_raises_before_compiling_with_got_and_expected():
         f(five)
     text = str(e.value)
     assert text.startswith("Maximum number of different graphs allowed per function exceeded: 1")
-    assert "Got: aten.add.Tensor f32[5]" in text
-    assert "Expected: aten.add.Tensor f32[10]" in text
-    assert "test_compile.py" in text
+    assert "\nGot: [] aten::add, xla_shape=f32[5]{0}, dynamic_dims: ()\n" in text          # torch_xla's words
+    assert "\nExpected: [] aten::add, xla_shape=f32[10]{0}, dynamic_dims: ()\n" in text
+    assert text.endswith(f"Where: got aten.add.Tensor at test_compile.py:{line}; "
+                         f"expected aten.add.Tensor at test_compile.py:{line}")
     assert compiles() == before
     f(torch.zeros(10, device="xla"))     # a seen graph never raises
 

@@ -10,6 +10,8 @@ the next sync or value access; the op returns a placeholder.
 
 from __future__ import annotations
 
+from time import perf_counter_ns as _ns
+
 import torch
 
 from xlanb import events
@@ -76,9 +78,26 @@ def _raised_at_the_op(error: BaseException, func) -> None:
     error.with_traceback(None)
 
 
+def _listened_dispatch(cls, func, types, args=(), kwargs=None):
+    """dispatch, and then `runtime_state().op_listener(func, ns)` with the time the op took to record
+    (set while torch_xla's per-op counters are asked for: xlanb.compat.counters)."""
+    t0 = _ns()
+    try:
+        return dispatch(cls, func, types, args, kwargs)
+    finally:
+        listener = _rt.op_listener
+        if listener is not None:
+            listener(func, _ns() - t0)
+
+
+def use_dispatch() -> None:
+    """Installs the dispatch in force: the listened one while an op listener is set."""
+    LazyTensor.__torch_dispatch__ = classmethod(_listened_dispatch if _rt.op_listener is not None else dispatch)
+
+
 def _faulting_dispatch(cls, func, types, args=(), kwargs=None):
     """dispatch, with the armed capture fault raised first (outside backward, where nothing may raise)."""
-    LazyTensor.__torch_dispatch__ = classmethod(dispatch)
+    use_dispatch()
     if _in_backward() == -1:
         try:
             _rt.fault("capture")
@@ -107,5 +126,5 @@ def defer(error: BaseException, func, args, kwargs):
 
 
 def install() -> None:
-    LazyTensor.__torch_dispatch__ = classmethod(dispatch)
+    use_dispatch()
     _rt.arm_capture_fault = _arm_capture_fault

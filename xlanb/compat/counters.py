@@ -7,13 +7,20 @@ same tables, so `met.metric_data`, the reports and `met.clear_all` see them):
 | `TensorToData` (ns) | `Transfer` to the device (the same time as `TransferToDeviceTime`) |
 | `InputOutputAliasCount` (a metric: aliased buffers per compiled graph) | the first `Execute` of a compiled graph that donated buffers |
 | `ExecuteReplicatedTime` | `Execute` of a graph compiled for several devices (`Partitioned`) |
+| `CreateCompileHandles` (a counter: graphs compiled) | `Compile` |
+| `xla::<op>` (a counter per ATen op an xla tensor ran) | each op capture recorded (`op_listener`) |
+| `LazyTracing` (ns: the time each op took to record) | the same op, timed |
 
-Subscribed by `xlanb.compat.install()`; torch_xla's other internal counters have no xlanb event.
+Subscribed by `xlanb.compat.install()`; torch_xla's other internal counters have no xlanb event. The
+per-op ones cost a timer and a count per op, so they run only while compat is installed (capture's
+dispatch calls `runtime_state().op_listener` then, and nothing otherwise). Factories with no xla
+tensor argument (`torch.zeros(..., device="xla")`) do not pass there and are not counted.
 """
 
 from __future__ import annotations
 
 from xlanb import events
+from xlanb.capture import dispatch
 from xlanb.metrics import _count, _sample
 from xlanb.state import runtime_state
 
@@ -26,6 +33,8 @@ def count_event(e: events.Event) -> None:
             _sample("OutboundData" if e.direction == "to_device" else "InboundData", e.nbytes)
             if e.direction == "to_device":
                 _sample("TensorToData", e.ns)
+        elif isinstance(e, events.Compile):
+            _count("CreateCompileHandles")
         elif isinstance(e, events.Partitioned):
             _rt.partitioned_keys.add(e.key)
         elif isinstance(e, events.Execute):
@@ -41,12 +50,33 @@ def increment_counter(name: str, n: int = 1) -> None:
         _count(name, n)
 
 
+_op_names: dict = {}        # OpOverload -> "xla::add": a pure memo of a name
+
+
+def count_op(func, ns: int) -> None:
+    """torch_xla's `xla::<op>` counter and `LazyTracing` metric for one recorded op. An in-place op
+    counts as its functional op (`t += 2`: `xla::add`), as torch_xla's functionalized ops do."""
+    name = _op_names.get(func)
+    if name is None:
+        base = func._schema.name.split("::")[-1]
+        if func._schema.is_mutable and base.endswith("_") and not base.endswith("__"):
+            base = base[:-1]
+        name = _op_names[func] = f"xla::{base}"
+    with _rt.lock:
+        _count(name)
+        _sample("LazyTracing", ns)
+
+
 def install() -> None:
     _rt.subscribe(count_event)
+    _rt.op_listener = count_op
+    dispatch.use_dispatch()
 
 
 def uninstall() -> None:
     _rt.unsubscribe(count_event)
+    _rt.op_listener = None
+    dispatch.use_dispatch()
 
 
 def save_metrics() -> None:

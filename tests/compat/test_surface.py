@@ -249,11 +249,26 @@ def test_optimizer_step_passes_optimizer_args():
     assert p.detach().cpu().tolist() == [0.5, 0.5]
 
 
-def test_optimization_barrier_is_an_identity():
+def test_optimization_barrier_puts_one_barrier_over_the_tensors_and_keeps_their_values():
     import torch_xla.core.xla_model as xm
-    a, b = torch.ones(2, device="xla"), torch.zeros(2, device="xla")
-    assert xm.optimization_barrier_([a, b]) is None
-    assert a.cpu().tolist() == [1.0, 1.0] and b.cpu().tolist() == [0.0, 0.0]
+    import torch_xla.debug.metrics as met
+    a, b = torch.ones(2, device="xla") * 3, torch.arange(3.0, device="xla") + 1
+    cpu = torch.zeros(2)
+    assert xm.optimization_barrier_([a, b, cpu]) is None
+    c = a * 2
+    text = xlanb.debug.hlo_text(c, b, stage="stablehlo")
+    assert text.count("stablehlo.optimization_barrier") == 1
+    barrier = next(line for line in text.splitlines() if "optimization_barrier" in line)
+    assert "tensor<2xf32>, tensor<3xf32>" in barrier
+    assert c.cpu().tolist() == [6.0, 6.0] and b.cpu().tolist() == [1.0, 2.0, 3.0] and cpu.tolist() == [0.0, 0.0]
+    with pytest.raises(TypeError, match="takes a list of tensors"):
+        xm.optimization_barrier_([a, 1.0])
+    with xlanb.eager_mode_context(True):
+        t = torch.randn(3, 3, device="xla")
+        xlanb.wait()
+        met.clear_all()
+        xm.optimization_barrier_([t])              # eager: runs at once, as one op
+        assert met.metric_data("EagerOpCompileTime")[0] == 1 and met.metric_data("EagerOpExecuteTime")[0] == 1
 
 
 def test_rng_state_is_an_int_that_restores_the_stream():

@@ -143,7 +143,7 @@ def test_full_graph_violation_names_the_cell_line(cell):
     c = cell("%%xla_compile --name strict --full-graph\ny = (x4 * 2).sum()\nprint(y.item())\nz = y + 1")
     assert isinstance(c.error, RuntimeError)
     message = str(c.error)
-    assert message.startswith("Unexpected execution happens inside the compiled function 'strict'")
+    assert message.startswith("Unexpected execution happens inside the compiled function, exiting: 'strict' made a ")
     assert "cell line 3" in message
     forced = c.report["forced"]
     assert forced[0]["kind"] == "violation" and forced[0]["where"]["text"] == "cell line 3"

@@ -90,7 +90,7 @@ class CompileScope:
         emit(events.Sync(kind="violation", name=self.name, roots=0, cause=cause, frames=tuple(frames)))
         where = f" at {frames[0].filename}:{frames[0].lineno} ({frames[0].function})" if frames else ""
         raise UnexpectedExecution(
-            f"Unexpected execution happens inside the compiled function '{self.name}': {cause}{where}. "
+            f"Unexpected execution happens inside the compiled function, exiting: '{self.name}' made a {cause}{where}. "
             "With full_graph=True the body must trace as one graph: move value access (.item(), print, "
             "bool()) and data-dependent ops after the compiled function, or use full_graph=False.\n" + report)
 

@@ -10,6 +10,7 @@ import torch
 
 from xlanb.capture import record as rec
 from xlanb.capture.checks import check_out_on_cpu, user_stacklevel
+from xlanb.capture import realize
 from xlanb.capture.datadep import cpu_cut
 from xlanb.capture.frames import user_location
 from xlanb.capture.record import NoMetaKernel, plan_of
@@ -331,6 +332,24 @@ def set_storage(func, args, kwargs):
     self._node, self._storage = None, storage
     self._views, self._view_version, self._view_node = view._views, -1, None
     return self
+
+
+def optimization_barrier_(tensors) -> None:
+    """torch_xla's `xm.optimization_barrier_`: each xla tensor becomes its output of one XLA optimization
+    barrier over them all (no computation moves across it: what a rematerialisation relies on). In eager
+    mode the barrier runs at once, as an op does."""
+    tensors = [t for t in tensors if type(t) is LazyTensor]
+    if not tensors:
+        return
+    mark = realize.eager_mark() if _rt.eager else 0
+    loc = user_location() if _rt.track_locations else None
+    metas = tuple(tensor_meta(t) for t in tensors)
+    node = make_node("xlanb.optimization_barrier", "xlanb.optimization_barrier", tuple(value(t) for t in tensors), None,
+                     metas, loc)
+    for t, out in zip(tensors, rec.output_nodes(node)):
+        write_value(t, out)
+    if _rt.eager:
+        realize.sync_eager(mark, "xlanb.optimization_barrier")
 
 
 def unsupported_mutation(func, args, kwargs):

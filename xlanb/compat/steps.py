@@ -18,7 +18,7 @@ import weakref
 import torch
 
 from xlanb._config import set_config
-from xlanb.capture import modes, realize, rng
+from xlanb.capture import modes, mutations, realize, rng
 from xlanb.compat import devices
 from xlanb.runtime import executor
 from xlanb.state import runtime_state
@@ -187,11 +187,12 @@ def optimizer_step(optimizer: torch.optim.Optimizer, barrier: bool = False, opti
 
 
 def optimization_barrier_(tensors: list[torch.Tensor]) -> None:
-    """Accepted and an identity: xlanb's graphs carry no optimization barrier, so XLA may still move
-    computation across this point (rematerialisation that relies on the barrier may be undone)."""
+    """`xm.optimization_barrier_`: the xla tensors pass through one XLA optimization barrier (in place),
+    so XLA moves no computation across this point; CPU tensors are left as they are."""
     for t in tensors:
         if not isinstance(t, torch.Tensor):
             raise TypeError(f"xm.optimization_barrier_ takes a list of tensors, got a {type(t).__name__}")
+    mutations.optimization_barrier_(tensors)
 
 
 def set_rng_state(seed: int, device=None) -> None:

@@ -39,6 +39,12 @@ def bounds_check(index, lo, hi):
     return jnp.stack([jnp.any(bad).astype(jnp.int64), jnp.where(bad[first], flat[first], 0)])
 
 
+@lowers("xlanb.optimization_barrier")
+def optimization_barrier(*arrays):
+    """XLA's optimization barrier: its outputs are its inputs, and no computation moves across it."""
+    return tuple(jax.lax.optimization_barrier(arrays))
+
+
 @lowers("xlanb.error")
 def error(*args, **kwargs):
     raise RuntimeError("this value was computed by an op that failed inside backward; "

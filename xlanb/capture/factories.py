@@ -8,6 +8,8 @@ way (arange, eye, linspace, ...) are recorded directly. `_copy_from` serves
 
 from __future__ import annotations
 
+import warnings
+
 import torch
 
 from xlanb.capture import realize
@@ -19,7 +21,9 @@ from xlanb.capture.realize import copy_across
 from xlanb.capture.rng import take_key
 from xlanb.capture.tensor import LazyTensor, new_tensor
 from xlanb.capture.torch_versions import backend_key, fill_backend_gaps
+from xlanb.capture.verdict import VERDICT_ELEMENTS, rng_kept
 from xlanb.ir.node import meta_of
+from xlanb.lower.fallback import host_dispatch
 from xlanb.lower.registry import lookup
 from xlanb.state import runtime_state
 
@@ -35,10 +39,16 @@ def _record_factory(op, args: tuple, kwargs: dict):
     if device is not None and torch.device(device).index not in (None, 0):
         raise RuntimeError(f"xlanb drives one device; {torch.device(device)} does not exist (use '{_rt.device}')")
     kwargs = {k: v for k, v in kwargs.items() if k not in ("device", "pin_memory", "layout", "generator")}
-    out = op(*args, **kwargs, device="meta")
+    args = tuple(tuple(a) if isinstance(a, list) else a for a in args)
+    try:
+        out = op(*args, **kwargs, device="meta")
+    except _CPU_ERRORS:
+        _cpu_verdict(op, args, kwargs)      # CPU's words where the meta kernel words it otherwise
+        raise
+    if out.numel() <= VERDICT_ELEMENTS:
+        _cpu_verdict(op, args, kwargs)
     check_representable(str(op), out)
     meta = meta_of(out)
-    args = tuple(tuple(a) if isinstance(a, list) else a for a in args)
     if op is aten.full.default:
         args = lift_fill(args, kwargs)
     rule = lookup(str(op))
@@ -50,6 +60,36 @@ def _record_factory(op, args: tuple, kwargs: dict):
     if _rt.eager:
         realize.sync_eager(mark, str(op))
     return t
+
+
+_CPU_ERRORS = (RuntimeError, ValueError, TypeError, IndexError, NotImplementedError)
+_verdicts: dict = {}        # (op, args, kwargs) -> the error CPU raised for that call, or None
+
+
+def _cpu_verdict(op, args: tuple, kwargs: dict) -> None:
+    """CPU's verdict on a factory call: its arguments are all constants, so the call itself is run on
+    CPU, once per call (the meta kernels skip the checks of a value against the dtype:
+    `full((2,), 300, dtype=int8)`, `randperm(3000, dtype=float16)`), and CPU's error is raised. Up to
+    VERDICT_ELEMENTS elements (the caller's choice): a large result is not made twice."""
+    try:
+        key = (op, args, tuple(sorted(kwargs.items())))
+        found = _verdicts.get(key, False)
+    except TypeError:           # an unhashable argument: asked every time
+        key, found = None, False
+    if found is False:
+        found = None
+        try:
+            with torch.no_grad(), host_dispatch(), warnings.catch_warnings(), rng_kept(op):
+                warnings.simplefilter("ignore")
+                op(*args, **kwargs, device="cpu")
+        except _CPU_ERRORS as e:
+            found = e
+        if key is not None:
+            if len(_verdicts) > 10_000:
+                _verdicts.clear()
+            _verdicts[key] = found
+    if found is not None:
+        raise type(found)(str(found)) from None
 
 
 def _factory(op):

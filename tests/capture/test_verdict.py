@@ -190,3 +190,29 @@ def test_the_probe_adds_no_warning(case):
             WARNS[case](d)
         said[d] = [str(w.message).split(" (Triggered internally at")[0] for w in seen]
     assert said["xla"] == said["cpu"]
+
+
+_CTC = """
+import torch, torch.nn.functional as F, xlanb
+torch.manual_seed(0)
+T, N, C, S = 150, 64, 101, 15                  # log_alpha (N, T, 2S+1): past the verdict's small size
+targets = torch.randint(1, C, (N, S))
+logits = torch.randn(T, N, C, dtype=torch.float64)
+grads = []
+for device in ("cpu", "xla"):
+    x = logits.detach().to(device).requires_grad_()
+    loss = F.ctc_loss(torch.log_softmax(x, 2), targets.to(device), [T] * N, [S] * N)
+    loss.backward()
+    grads.append(x.grad.cpu())
+print(float((grads[0] - grads[1]).abs().max()))
+"""
+
+
+def test_a_backward_kernel_is_not_run_on_a_stand_in():
+    # _ctc_loss_backward indexes its log_alpha by the input lengths it is given: run on a stand-in of
+    # at most 2 per dim it read out of bounds and the process died (SIGSEGV, test_nn's test_ctc_loss)
+    import subprocess
+    import sys
+    proc = subprocess.run([sys.executable, "-c", _CTC], capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert float(proc.stdout.strip().splitlines()[-1]) < 1e-9

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import warnings
 
+import jax
 import torch
 
 from xlanb.capture import rng
@@ -17,10 +18,11 @@ from xlanb.capture.checks import (check_dtype_arguments, check_representable, ch
                                   raise_cpu_verdict_on_empty)
 from xlanb.capture.frames import user_location
 from xlanb.capture.verdict import (PROBED, check_once, cpu_answer, cpu_verdict, has_out, is_verdict, raise_cpu_error,
-                                   with_cpu_dtypes)
+                                   runs_on_cpu, with_cpu_dtypes)
 from xlanb.capture.nodes import lift, make_node
 from xlanb.capture.tensor import LazyTensor, new_tensor, value
 from xlanb.ir.node import Meta, Node, Scalar, data_node, meta_of
+from xlanb.lower.dtypes import to_jax_dtype, to_torch_dtype
 from xlanb.lower.fallback import host_dispatch
 from xlanb.lower.registry import lookup
 from xlanb.runtime.transfer import upload
@@ -192,6 +194,8 @@ def infer_meta(func, plan: OpPlan, nargs, nkwargs, on_miss=None):
     except NotImplementedError as e:
         out = _backward_meta(func, plan, margs)
         if out is None:
+            out = _meta_from_rule(plan, margs, mkwargs)
+        if out is None:
             if not has_out(func):                  # out= ops: their callers check the out= tensors on CPU
                 check_once(func, margs, mkwargs)   # a meta kernel's refusal that CPU makes too (polar of int64);
                                                    # once per signature: an op with no meta kernel misses every call
@@ -206,8 +210,12 @@ def infer_meta(func, plan: OpPlan, nargs, nkwargs, on_miss=None):
         out = tuple(o.to("meta") if isinstance(o, torch.Tensor) else o for o in out) \
             if isinstance(out, (tuple, list)) else out.to("meta") if isinstance(out, torch.Tensor) else out
     except (IndexError, ValueError, TypeError, AttributeError, AssertionError):   # a meta kernel's Python error: CPU's type wins
-        raise_cpu_error(func, margs, mkwargs)
-        raise
+        # where CPU has no kernel (the fused LSTM cell without biases, whose meta kernel reads a None
+        # bias's device), no CPU words exist: the rule answers
+        out = None if runs_on_cpu(func) else _meta_from_rule(plan, margs, mkwargs)
+        if out is None:
+            raise_cpu_error(func, margs, mkwargs)
+            raise
     check_representable(plan.name, out)
     if probe is not None:
         margs, mkwargs = probe
@@ -294,6 +302,32 @@ def _backward_meta(func, plan: OpPlan, margs):
         if a.name in ("self", "input") and i < len(margs) and isinstance(margs[i], torch.Tensor):
             return torch.empty_like(margs[i])
     return None
+
+
+def _meta_from_rule(plan: OpPlan, margs, mkwargs):
+    """An op with a rule and no meta kernel (`_thnn_fused_gru_cell`): its outputs' shapes and dtypes
+    from the rule itself, traced abstractly (jax.eval_shape; None for an output it does not compute).
+    Rules that promote their operands or draw random numbers are left to their meta kernels."""
+    rule = plan.rule
+    if rule is None or rule.promote or rule.rng:
+        return None
+
+    def abstract(x):
+        if isinstance(x, torch.Tensor):
+            return jax.ShapeDtypeStruct(tuple(x.shape), to_jax_dtype(x.dtype))
+        return [abstract(y) for y in x] if isinstance(x, list) else x
+    tensors = [i for i, a in enumerate(margs) if isinstance(a, (torch.Tensor, list))]
+    consts = {i: a for i, a in enumerate(margs) if i not in tensors}
+
+    def call(*arrays):
+        args = [consts[i] if i in consts else arrays[tensors.index(i)] for i in range(len(margs))]
+        return rule.fn(*args, **mkwargs)
+    with jax.enable_x64(True):
+        shapes = jax.eval_shape(call, *[abstract(margs[i]) for i in tensors])
+
+    def meta(s):
+        return None if s is None else torch.empty(s.shape, dtype=to_torch_dtype(s.dtype), device="meta")
+    return tuple(meta(s) for s in shapes) if isinstance(shapes, (tuple, list)) else meta(shapes)
 
 
 _POINTWISE = torch.Tag.pointwise

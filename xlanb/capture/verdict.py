@@ -26,6 +26,7 @@ random numbers run with the CPU generator's state put back; views compute nothin
 from __future__ import annotations
 
 import contextlib
+import functools
 import re
 import warnings
 
@@ -135,10 +136,21 @@ def is_verdict(func, error: Exception, args, kwargs) -> bool:
 
 
 def runs_on_cpu(func) -> bool:
-    """Whether the verdict runs this op at all (not a view, a value read or an assertion)."""
+    """Whether the verdict runs this op at all (not a view, a value read or an assertion, and not an op
+    CPU has no kernel for at all: the fused RNN cells are an accelerator's)."""
     namespace = getattr(func, "namespace", "")
     return (namespace in ("aten", "prims") and not func.is_view
-            and func._schema.name.split("::")[-1] not in _NOT_RUN)
+            and func._schema.name.split("::")[-1] not in _NOT_RUN
+            and (namespace == "prims" or _has_cpu_kernel(func.name())))
+
+
+_CPU_KEYS = ("CPU", "CompositeExplicitAutograd", "CompositeImplicitAutograd", "CompositeExplicitAutogradNonFunctional")
+
+
+@functools.cache
+def _has_cpu_kernel(name: str) -> bool:
+    """Whether CPU can run the op `name` ("aten::add.Tensor"): a CPU kernel or a composite one."""
+    return any(torch._C._dispatch_has_kernel_for_dispatch_key(name, key) for key in _CPU_KEYS)
 
 
 def cpu_verdict(func, args, kwargs, out=None):

@@ -20,8 +20,8 @@ from xlanb.capture import realize
 from xlanb.capture.handlers import choose_handler
 from xlanb.capture.nodes import make_node
 from xlanb.capture.record import outputs_of
-from xlanb.capture.tensor import LazyTensor, tensor_meta
-from xlanb.ir.node import intern_meta
+from xlanb.capture.tensor import LazyTensor, holder_node, tensor_meta
+from xlanb.ir.node import Node, intern_meta
 from xlanb.state import emit, note_stage, runtime_state
 
 _rt = runtime_state()
@@ -125,6 +125,54 @@ def defer(error: BaseException, func, args, kwargs):
     return outputs_of(make_node(func, "xlanb.error", (), None, node_meta))
 
 
+def _raising_after_backward(run_backward):
+    """torch.autograd's one entry into the engine (backward() and autograd.grad() both call it), which
+    raises an error that an op raised inside the engine, and `defer` kept, once the engine has returned:
+    at the user's `backward()` line, as CPU raises it, not at the next sync."""
+    def engine_run_backward(*args, **kwargs):
+        out = run_backward(*args, **kwargs)
+        if _rt.deferred and _in_backward() == -1:       # not a backward run inside another's hook
+            error = _rt.deferred[0]
+            _rt.deferred.clear()
+            _drop_placeholders()
+            error.add_note("xlanb: raised inside the autograd engine, by the op named above; tensors that "
+                           "backward computed (e.g. .grad) are invalid: zero them and run the step again")
+            raise error.with_traceback(None)
+        return out
+    engine_run_backward._xlanb_raising = True
+    return engine_run_backward
+
+
+def _drop_placeholders() -> None:
+    """Takes what the failed ops' placeholders (`defer`'s outputs) reach out of the pending work (a
+    `.grad` that backward wrote through them): the next sync computes the rest, and reading one of
+    them raises its own error. Walks the pending graph: this runs only after such a failure."""
+    tainted: dict = {}
+
+    def reaches_error(n) -> bool:
+        stack, opened = [n], set()
+        while stack:                               # post-order without recursion: graphs can be deep
+            m = stack.pop()
+            if m in tainted or m.buffer is not None:
+                continue
+            operands = [o for o in m.operands if type(o) is Node and o not in tainted and o.buffer is None]
+            if operands and m not in opened:
+                opened.add(m)
+                stack.append(m)
+                stack.extend(operands)
+                continue
+            tainted[m] = m.name == "xlanb.error" or any(type(o) is Node and tainted.get(o) for o in m.operands)
+        return tainted.get(n, False)
+
+    def keep(ref) -> bool:
+        h = ref()
+        return h is None or not reaches_error(holder_node(h))
+    _rt.pending[:] = [ref for ref in _rt.pending if keep(ref)]
+
+
 def install() -> None:
     use_dispatch()
     _rt.arm_capture_fault = _arm_capture_fault
+    original = getattr(torch.autograd, "_engine_run_backward", None)
+    if original is not None and not getattr(original, "_xlanb_raising", False):
+        torch.autograd._engine_run_backward = _raising_after_backward(original)

@@ -15,8 +15,9 @@ larger ones run at a stand-in of at most 2 per dim that keeps each expanded (str
 only the verdicts no shape decides count there: a missing kernel for a dtype (NotImplementedError)
 and overlap of the written tensor.
 
-A backward op is not run: its kernel trusts what its forward computed (sizes and lengths included)
-and would read a stand-in, or a fill its forward never made, out of bounds; its forward was judged.
+A backward op runs only at its real shapes with float tensors alone: its kernel trusts what its
+forward computed (sizes, lengths, indices) and would read a stand-in, or integer values its forward
+never made, out of bounds; its dtypes were judged at its forward.
 
 A probe's storage holds at least as many elements as its tensor, so a CPU kernel that writes an
 overlapping out= tensor without checking (torch's _softmax.out) stays inside it. Ops that draw
@@ -164,11 +165,13 @@ def cpu_verdict(func, args, kwargs, out=None):
         return None
     total = sum(t.numel() for t in tensors) + sum(t.numel() for t in tensors_in(out))
     standin = total > VERDICT_ELEMENTS
-    if "backward" in func._schema.name:
+    if "backward" in func._schema.name and (standin or not all(t.dtype.is_floating_point or t.dtype.is_complex
+                                                                 for t in tensors)):
         # a backward kernel trusts its forward's results, sizes and lengths (_ctc_loss_backward indexes
         # its log_alpha by the input_lengths it is given; _segment_reduce_backward reads data by the
-        # lengths): on a stand-in of at most 2 per dim, or a fill of ones, it reads out of bounds. Its
-        # dtypes were judged at its forward, and it writes no tensor of the user's
+        # lengths): on a stand-in of at most 2 per dim, or integer values its forward never made, it
+        # reads out of bounds. Float tensors of their real shapes are no index (leaky_relu_backward's
+        # check of its slope runs); otherwise its dtypes were judged at its forward
         return None
     kwargs = _outs_that_fit(func, kwargs, out)
     first = None

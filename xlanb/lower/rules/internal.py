@@ -47,8 +47,8 @@ def optimization_barrier(*arrays):
 
 @lowers("xlanb.error")
 def error(*args, **kwargs):
-    raise RuntimeError("this value was computed by an op that failed inside backward; "
-                       "recompute it (the original error was raised at the sync after that backward)")
+    raise RuntimeError("this value was computed by an op that failed inside backward (its error was raised by "
+                       "that backward); recompute it: zero the gradients and run the step again")
 
 
 def apply_view(x, spec):

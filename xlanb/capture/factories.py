@@ -21,7 +21,7 @@ from xlanb.capture.realize import copy_across
 from xlanb.capture.rng import take_key
 from xlanb.capture.tensor import LazyTensor, new_tensor
 from xlanb.capture.torch_versions import backend_key, fill_backend_gaps
-from xlanb.capture.verdict import VERDICT_ELEMENTS, rng_kept
+from xlanb.capture.verdict import VERDICT_ELEMENTS, raise_remembered, rng_kept
 from xlanb.ir.node import meta_of
 from xlanb.lower.fallback import host_dispatch
 from xlanb.lower.registry import lookup
@@ -71,25 +71,18 @@ def _cpu_verdict(op, args: tuple, kwargs: dict) -> None:
     CPU, once per call (the meta kernels skip the checks of a value against the dtype:
     `full((2,), 300, dtype=int8)`, `randperm(3000, dtype=float16)`), and CPU's error is raised. Up to
     VERDICT_ELEMENTS elements (the caller's choice): a large result is not made twice."""
+    raise_remembered(_verdicts, (op, args, tuple(sorted(kwargs.items()))), lambda: _run_on_cpu(op, args, kwargs))
+
+
+def _run_on_cpu(op, args: tuple, kwargs: dict):
+    """The error CPU raises for this factory call, or None."""
     try:
-        key = (op, args, tuple(sorted(kwargs.items())))
-        found = _verdicts.get(key, False)
-    except TypeError:           # an unhashable argument: asked every time
-        key, found = None, False
-    if found is False:
-        found = None
-        try:
-            with torch.no_grad(), host_dispatch(), warnings.catch_warnings(), rng_kept(op):
-                warnings.simplefilter("ignore")
-                op(*args, **kwargs, device="cpu")
-        except _CPU_ERRORS as e:
-            found = e
-        if key is not None:
-            if len(_verdicts) > 10_000:
-                _verdicts.clear()
-            _verdicts[key] = found
-    if found is not None:
-        raise type(found)(str(found)) from None
+        with torch.no_grad(), host_dispatch(), warnings.catch_warnings(), rng_kept(op):
+            warnings.simplefilter("ignore")
+            op(*args, **kwargs, device="cpu")
+    except _CPU_ERRORS as e:
+        return e
+    return None
 
 
 def _factory(op):

@@ -21,19 +21,11 @@ import warnings
 import torch
 
 from xlanb.capture.tensor import LazyTensor
-from xlanb.capture.verdict import OVERLAP, rng_kept
+from xlanb.capture.verdict import OVERLAP, raise_remembered, rng_kept, tensors_in
 from xlanb.lower.fallback import host_dispatch
 
 _verdicts: dict = {}           # (func, layout pattern) -> the overlap error CPU raised, or None
 _MAX_BYTES = 1 << 28           # storages larger than this are not mirrored on CPU (no verdict)
-
-
-def _tensors(x):
-    if isinstance(x, torch.Tensor):
-        yield x
-    elif isinstance(x, (list, tuple)):
-        for y in x:
-            yield from _tensors(y)
 
 
 def check_write_overlap(func, args, kwargs, targets) -> None:
@@ -47,7 +39,7 @@ def check_write_overlap(func, args, kwargs, targets) -> None:
             if a is t or cell is not None and type(a) is LazyTensor and a._storage is cell:
                 aliases += 1
             elif type(a) is list or type(a) is tuple:
-                aliases += sum(1 for b in _tensors(a) if b is t or cell is not None and type(b) is LazyTensor
+                aliases += sum(1 for b in tensors_in(a) if b is t or cell is not None and type(b) is LazyTensor
                                and b._storage is cell)
         if aliases > 1:            # the target meets itself once
             _verdict(func, args, kwargs or {})
@@ -55,7 +47,7 @@ def check_write_overlap(func, args, kwargs, targets) -> None:
     mine = {id(t) for t in targets}
     mine.update(id(t._storage) for t in targets if t._storage is not None)
     aliases = 0
-    for a in _tensors((args, tuple(kwargs.values()) if kwargs else ())):
+    for a in tensors_in((args, tuple(kwargs.values()) if kwargs else ())):
         aliases += type(a) is LazyTensor and (id(a) in mine or id(a._storage) in mine)
     if aliases > len(targets):     # each target meets itself once
         _verdict(func, args, kwargs or {})
@@ -70,23 +62,12 @@ def _group(t) -> object:
 def _verdict(func, args, kwargs) -> None:
     groups: dict = {}          # id(memory) -> its number in the pattern
     layout = []
-    tensors = list(_tensors((args, tuple(kwargs.values()))))
+    tensors = list(tensors_in((args, tuple(kwargs.values()))))
     for t in tensors:
         g = groups.setdefault(id(_group(t)), len(groups))
         layout.append((tuple(t.shape), tuple(t.stride()), t.storage_offset(), t.dtype, g))
     key = (func, tuple(layout), _constants(args), _constants(tuple(kwargs.items())))
-    try:
-        found = _verdicts.get(key, False)
-    except TypeError:          # an unhashable constant
-        key, found = None, False
-    if found is False:
-        found = _run_on_cpu(func, args, kwargs, tensors, layout)
-        if key is not None:
-            if len(_verdicts) > 10_000:
-                _verdicts.clear()
-            _verdicts[key] = found
-    if found is not None:
-        raise type(found)(str(found)) from None
+    raise_remembered(_verdicts, key, lambda: _run_on_cpu(func, args, kwargs, tensors, layout))
 
 
 def _constants(x):

@@ -61,6 +61,23 @@ class _Unprobeable(Exception):
     """An argument no CPU probe stands for (a storage, a generator)."""
 
 
+def raise_remembered(memo: dict, key, answer) -> None:
+    """Raises the error `answer()` returns for `key` (None: no error), asking once per key: `memo`
+    keeps the answers (an unhashable key is asked every time; past 10,000 keys the memo starts over)."""
+    try:
+        found = memo.get(key, False)
+    except TypeError:
+        key, found = None, False
+    if found is False:
+        found = answer()
+        if key is not None:
+            if len(memo) > 10_000:
+                memo.clear()
+            memo[key] = found
+    if found is not None:
+        raise type(found)(str(found)) from None
+
+
 def tensors_in(x):
     """The tensors in an argument structure (nested lists and tuples)."""
     if isinstance(x, torch.Tensor):

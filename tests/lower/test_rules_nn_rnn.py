@@ -53,3 +53,33 @@ def test_an_lstm_trains_in_lazy_mode_as_on_cpu():
         return losses
     with xlanb.eager_mode_context(False):
         assert train("xla") == pytest.approx(train("cpu"), rel=1e-5)
+
+
+@pytest.mark.parametrize("batch_first", [False, True])
+def test_packed_sequences_through_an_lstm_equal_cpus(batch_first):
+    # torch keeps a PackedSequence's batch sizes on the CPU, on every device; the data stays on xla
+    from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
+    results = {}
+    for device in ("cpu", "xla"):
+        torch.manual_seed(0)
+        x = torch.randn(4, 3, 2, dtype=torch.float64)
+        x = (x.transpose(0, 1).contiguous() if batch_first else x).to(device).requires_grad_()
+        packed = pack_padded_sequence(x, torch.tensor([4, 2, 1]), batch_first=batch_first)
+        torch.manual_seed(1)
+        lstm = torch.nn.LSTM(2, 3, batch_first=batch_first).double().to(device)
+        out, _ = lstm(packed)
+        padded, lengths = pad_packed_sequence(out, batch_first=batch_first)
+        (padded * padded).sum().backward()
+        assert packed.batch_sizes.device.type == "cpu" and packed.data.device.type == device
+        results[device] = (packed.data.cpu(), packed.batch_sizes, padded.cpu(), lengths, x.grad.cpu())
+    for got, want in zip(results["xla"], results["cpu"]):
+        torch.testing.assert_close(got, want, rtol=1e-12, atol=1e-12)
+
+
+def test_unsorted_lengths_get_cpus_error():
+    from torch.nn.utils.rnn import pack_padded_sequence
+    with pytest.raises(RuntimeError) as cpu:
+        pack_padded_sequence(torch.randn(4, 3, 2), torch.tensor([2, 4, 1]))
+    with pytest.raises(RuntimeError) as xla:
+        pack_padded_sequence(torch.randn(4, 3, 2, device="xla"), torch.tensor([2, 4, 1]))
+    assert str(xla.value) == str(cpu.value)

@@ -33,6 +33,7 @@ from xlanb.capture.tensor import (LazyTensor, ViewStep, new_tensor, new_view, st
                                   view_chain, write, write_value)
 from xlanb.capture.nodes import lift, make_node, new_node
 from xlanb.ir.node import Meta, Node, Scalar, const_key, intern_meta, local_key, meta_of
+from xlanb.lower.fallback import host_dispatch
 from xlanb.state import emit, runtime_state
 
 _rt = runtime_state()
@@ -255,7 +256,24 @@ def linalg_solve_ex(func, args, kwargs):
     return generic(func, args, kwargs)
 
 
+def pack_padded_sequence(func, args, kwargs):
+    """`_pack_padded_sequence(input, lengths, batch_first)`: torch keeps the lengths and the batch
+    sizes on the CPU (on CUDA too). CPU packs the positions of input's first two dims, checking the
+    lengths in its own words; the data is input's rows gathered on the device in that order."""
+    input, lengths = args[0], args[1]
+    batch_first = args[2] if len(args) > 2 else kwargs["batch_first"]
+    if type(input) is not LazyTensor or type(lengths) is LazyTensor or input.dim() < 2:
+        return cpu_cut(func, args, kwargs)
+    n0, n1 = input.shape[0], input.shape[1]
+    with torch.no_grad(), host_dispatch():
+        positions, batch_sizes = aten._pack_padded_sequence.default(torch.arange(n0 * n1).view(n0, n1), lengths,
+                                                                   batch_first)
+    rows = aten.reshape.default(input, [n0 * n1, *input.shape[2:]])
+    return aten.index_select.default(rows, 0, positions.to(input.device)), batch_sizes
+
+
 SPECIAL = {
+    "aten._pack_padded_sequence.default": pack_padded_sequence,
     "aten.copy_.default": copy_,
     "aten._linalg_solve_ex.default": linalg_solve_ex,
     "aten._to_copy.default": to_copy,

@@ -21,11 +21,10 @@ from xlanb import config, debug, hooks, metrics
 from xlanb.capture import install as _install_capture
 from xlanb.capture.compare import compare
 from xlanb.capture.modes import eager_mode, eager_mode_context, is_eager_mode
-from xlanb.capture.realize import sync
+from xlanb.capture.realize import sync, wait
 from xlanb.capture.rng import manual_seed
 from xlanb.loader import DeviceLoader
 from xlanb.replay import compile
-from xlanb.runtime.executor import wait
 from xlanb.state import Runtime, runtime_state
 
 __version__ = "0.1.0"

@@ -197,6 +197,30 @@ def test_a_sync_does_not_wait_for_the_flag_and_a_later_read_raises(monkeypatch):
     assert torch.equal(torch.isnan(w.cpu()), torch.tensor([False, True]))
 
 
+def test_wait_reads_the_flags_it_waited_for_and_raises(monkeypatch):
+    # xlanb.sync(); xlanb.wait() is xlanb.sync(wait=True): once the host has waited for the graphs,
+    # their flags are read there (where they cost least), and the NaN raised, not at a later sync
+    from xlanb.runtime import nans
+    check = nans.check
+    monkeypatch.setattr(nans, "check", lambda graph, outs, args, *, now: check(
+        graph, (*outs[:-1], _NotReady(outs[-1])), args, now=now))
+    monkeypatch.setattr(_NotReady, "done", False)        # the sync finds the graph unfinished
+    with override(debug_nans=True):
+        x = xla([4.0, -1.0])
+        y = torch.sqrt(x); line = here()     # noqa: E702
+        xlanb.sync()
+        assert len(_rt.nan_checks) == 1
+        with pytest.raises(FloatingPointError) as raised:
+            xlanb.wait()
+        assert not _rt.nan_checks and _rt.nan_error is None
+        z = x * 2                            # later work runs as usual, and a clean graph raises nothing
+        xlanb.sync()
+        xlanb.wait()
+        assert not _rt.nan_checks
+    assert f"NaN produced by aten.sqrt.default at {THIS_FILE}:{line}" in str(raised.value)
+    assert z.cpu().tolist() == [8.0, -2.0] and torch.isnan(y.cpu()).tolist() == [False, True]
+
+
 def test_pending_work_stays_valid_after_the_error():
     x = xla([4.0, -1.0])
     with override(debug_nans=True):

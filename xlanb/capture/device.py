@@ -61,7 +61,7 @@ class DeviceModule:
 
     @staticmethod
     def synchronize(device=None) -> None:
-        from xlanb.runtime.executor import wait
+        from xlanb.capture.realize import wait
         wait()
 
     @staticmethod

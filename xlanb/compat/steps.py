@@ -20,7 +20,6 @@ import torch
 from xlanb._config import set_config
 from xlanb.capture import modes, mutations, realize, rng
 from xlanb.compat import devices
-from xlanb.runtime import executor
 from xlanb.state import runtime_state
 
 _rt = runtime_state()          # the queued closures and async errors are the Runtime's (reset() clears them)
@@ -91,7 +90,7 @@ def mark_step(wait: bool = False, reset_scope: bool = True) -> None:
 def wait_device_ops(devices: list | None = None) -> None:
     """Blocks until every launched execution has finished (all devices: xlanb has one per process)."""
     del devices
-    executor.wait()
+    realize.wait()
 
 
 class _Compiled:

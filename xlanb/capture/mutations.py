@@ -3,7 +3,6 @@ the written arguments (through their views); out= tensors of another shape are r
 
 from __future__ import annotations
 
-import contextlib
 import warnings
 
 import torch
@@ -121,8 +120,7 @@ def mutation_handler(func):
             def on_miss(margs, mkwargs):
                 check_out_on_cpu(func, functional, margs, mkwargs, out_names)
         try:
-            with _meta_resizes_quietly(bool(out_names)):
-                written_metas = rec.infer_meta(func, iplan, nargs, nkwargs, on_miss)   # torch's checks and messages
+            written_metas = rec.infer_meta(func, iplan, nargs, nkwargs, on_miss)   # torch's checks and messages
         except NoMetaKernel:
             if out_names:
                 return _out_through_functional(func, functional, out_names, targets, args, kwargs)
@@ -155,21 +153,6 @@ def mutation_handler(func):
     return h
 
 
-_RESIZED = "An output with one or more elements was resized"
-
-
-def _meta_resizes_quietly(out: bool):
-    """A meta kernel resizing a meta out= tensor warns as CPU does, but only on the meta cache's
-    miss: resize_out gives torch's warning instead, every time."""
-    return _QuietResize() if out else contextlib.nullcontext()
-
-
-class _QuietResize(warnings.catch_warnings):
-    def __enter__(self):
-        super().__enter__()
-        warnings.filterwarnings("ignore", message=_RESIZED)
-
-
 def resize_out(t: LazyTensor, shape, strides, warn: bool = True) -> None:
     """An out= tensor of another shape takes the result's shape and strides, as torch resizes
     and restrides it, with torch's warning when it had elements (factories resize silently)."""
@@ -179,7 +162,7 @@ def resize_out(t: LazyTensor, shape, strides, warn: bool = True) -> None:
         return
     if old.numel and warn:
         warnings.warn(
-            f"{_RESIZED} since it had shape {list(old.shape)}, which does not match the required output shape "
+            f"{rec.RESIZED} since it had shape {list(old.shape)}, which does not match the required output shape "
             f"{list(shape)}. This behavior is deprecated, and in a future PyTorch release outputs will not be "
             "resized unless they have zero elements. You can explicitly reuse an out tensor t by resizing it, "
             "inplace, to zero elements with t.resize_(0).", UserWarning, stacklevel=user_stacklevel())

@@ -190,7 +190,7 @@ def infer_meta(func, plan: OpPlan, nargs, nkwargs, on_miss=None):
     else:
         probe = None
     try:
-        out = _meta_kernel(func, margs, mkwargs, quiet=probe is not None)
+        out = _meta_kernel(func, margs, mkwargs, quiet=probe is not None or has_out(func))
     except NotImplementedError as e:
         out = _backward_meta(func, plan, margs)
         if out is None:
@@ -240,13 +240,18 @@ def infer_meta(func, plan: OpPlan, nargs, nkwargs, on_miss=None):
     return meta
 
 
+RESIZED = "An output with one or more elements was resized"     # the start of torch's warning
+
+
 def _meta_kernel(func, margs, mkwargs, quiet: bool):
-    """func's meta kernel; quiet: without the warning of a ref that resizes the self an in-place op
-    writes (CPU raises instead: the probe on the arguments as given says so)."""
+    """func's meta kernel; quiet: without the warning of a meta kernel that resizes the tensor it
+    writes, which runs only on the meta cache's miss: an out= op's resize_out words torch's warning
+    on every call, and CPU refuses an in-place op's resized self (the probe on the arguments as
+    given says so)."""
     if not quiet:
         return func(*margs, **mkwargs)
     with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message="An output with one or more elements was resized")
+        warnings.filterwarnings("ignore", message=RESIZED)
         return func(*margs, **mkwargs)
 
 
@@ -316,14 +321,13 @@ def _meta_from_rule(plan: OpPlan, margs, mkwargs):
         if isinstance(x, torch.Tensor):
             return jax.ShapeDtypeStruct(tuple(x.shape), to_jax_dtype(x.dtype))
         return [abstract(y) for y in x] if isinstance(x, list) else x
-    tensors = [i for i, a in enumerate(margs) if isinstance(a, (torch.Tensor, list))]
-    consts = {i: a for i, a in enumerate(margs) if i not in tensors}
+    traced = [isinstance(a, (torch.Tensor, list)) for a in margs]
 
     def call(*arrays):
-        args = [consts[i] if i in consts else arrays[tensors.index(i)] for i in range(len(margs))]
-        return rule.fn(*args, **mkwargs)
+        given = iter(arrays)
+        return rule.fn(*[next(given) if t else a for a, t in zip(margs, traced)], **mkwargs)
     with jax.enable_x64(True):
-        shapes = jax.eval_shape(call, *[abstract(margs[i]) for i in tensors])
+        shapes = jax.eval_shape(call, *[abstract(a) for a, t in zip(margs, traced) if t])
 
     def meta(s):
         return None if s is None else torch.empty(s.shape, dtype=to_torch_dtype(s.dtype), device="meta")

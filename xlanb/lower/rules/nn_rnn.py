@@ -15,17 +15,12 @@ import jax.numpy as jnp
 from xlanb.lower.registry import lowers
 
 
-def _gates(input_gates, hidden_gates, input_bias, hidden_bias, count: int) -> list:
-    """The `count` pre-activation gates (input and hidden parts summed, with both biases)."""
-    total = input_gates + hidden_gates
-    if input_bias is not None:
-        total = total + input_bias + hidden_bias
-    return jnp.split(total, count, axis=-1)
-
-
 @lowers("aten._thnn_fused_lstm_cell.default")
 def fused_lstm_cell(input_gates, hidden_gates, cx, input_bias=None, hidden_bias=None):
-    i, f, c, o = _gates(input_gates, hidden_gates, input_bias, hidden_bias, 4)
+    total = input_gates + hidden_gates          # the pre-activation gates, with both biases
+    if input_bias is not None:
+        total = total + input_bias + hidden_bias
+    i, f, c, o = jnp.split(total, 4, axis=-1)
     i, f, c, o = jax.nn.sigmoid(i), jax.nn.sigmoid(f), jnp.tanh(c), jax.nn.sigmoid(o)
     cy = f * cx + i * c
     hy = o * jnp.tanh(cy)

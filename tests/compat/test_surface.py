@@ -513,3 +513,58 @@ def test_a_step_whose_body_raises_still_syncs_what_it_traced(compat):
     with pytest.raises(ValueError, match="expected"):
         torch_xla.compile(fails)(torch.ones(2, device="xla"))
     assert base_node(kept[1]).buffer is not None
+
+
+def _linear_twins(device):
+    torch.manual_seed(0)
+    x = torch.randn(2, 5, 3).to(device).requires_grad_()
+    w = torch.randn(4, 3).to(device).requires_grad_()
+    b = torch.randn(4).to(device).requires_grad_()
+    return x, w, b
+
+
+@pytest.mark.parametrize("with_bias", [True, False])
+def test_xla_patched_linear_gives_linears_values_and_gradients(with_bias):
+    from torch_xla.distributed.spmd.xla_sharding import XLAPatchedLinear
+    results = {}
+    for device, fn in (("cpu", torch.nn.functional.linear), ("xla", XLAPatchedLinear.apply)):
+        x, w, b = _linear_twins(device)
+        y = fn(x, w, b if with_bias else None)
+        (y * torch.arange(4.0, device=device)).sum().backward()
+        results[device] = [y.detach().cpu(), x.grad.cpu(), w.grad.cpu()] + ([b.grad.cpu()] if with_bias else [])
+        assert with_bias or b.grad is None
+    for cpu, xla in zip(results["cpu"], results["xla"]):
+        torch.testing.assert_close(xla, cpu)
+
+
+def test_apply_xla_patch_to_nn_linear_keeps_the_parameters_and_the_values():
+    import torch_xla.distributed.spmd.xla_sharding as xs
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.ReLU(),
+                                torch.nn.Sequential(torch.nn.Linear(4, 2, bias=False)))
+    x = torch.randn(5, 3)
+    expected = model(x)
+    model = model.to("xla")
+    params = [p for p in model.parameters()]
+    assert xs.apply_xla_patch_to_nn_linear(model) is model
+    assert isinstance(model[0], xs.EinsumLinear) and isinstance(model[2][0], xs.EinsumLinear)
+    assert all(a is b for a, b in zip(model.parameters(), params, strict=True))     # the same tensors
+    assert model[2][0].bias is None
+    torch.testing.assert_close(model(x.to("xla")).cpu(), expected)
+
+
+def test_apply_backward_optimization_barrier_puts_a_barrier_in_the_backward_and_keeps_the_gradients():
+    import torch_xla.distributed.spmd.xla_sharding as xs
+    grads = {}
+    for device in ("cpu", "xla"):
+        torch.manual_seed(0)
+        model = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.Linear(4, 2)).to(device)
+        if device == "xla":
+            xs.apply_backward_optimization_barrier(model[1])
+        model(torch.ones(2, 3, device=device)).sum().backward()
+        if device == "xla":
+            text = xlanb.debug.hlo_text(model[0].weight.grad, stage="stablehlo")
+            assert text.count("stablehlo.optimization_barrier") == 1
+        grads[device] = [p.grad.cpu() for p in model.parameters()]
+    for cpu, xla in zip(grads["cpu"], grads["xla"]):
+        torch.testing.assert_close(xla, cpu)

@@ -4,3 +4,5 @@ from xlanb.compat.sharding import (HybridMesh, MarkShardingFunction, Mesh, Shard
                                    XLAShardedTensor, clear_sharding, get_1d_mesh, get_global_mesh, mark_sharding,
                                    mark_sharding_with_gradients,
                                    set_global_mesh, visualize_sharding)
+from xlanb.compat.einsum_linear import (EinsumLinear, XLAPatchedLinear, apply_backward_optimization_barrier,
+                                        apply_xla_patch_to_nn_linear, xla_patched_nn_linear_forward)

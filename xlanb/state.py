@@ -90,6 +90,10 @@ class Runtime:
         self.eager_ops: dict = {}              # eager fast path: (op, input types) -> CacheKey of its graph
         self.history: dict[str, collections.deque] = {}    # graph name -> recent CacheKeys (explainer)
         self.outstanding: list = []            # launched output arrays not yet known to be finished
+        self.outstanding_limit = 64            # its length that makes the next launch drop the finished ones
+        # xlanb.generate: model -> {(batch, prompt, new tokens, choice, dtype): its decoder (static cache, the
+        # step's tensors, the replayed step)}; weak, so a model dropped takes its caches with it
+        self.decoders = weakref.WeakKeyDictionary()
         self.last_cpu_mesh_launch: list = []   # outputs of the last program over several CPU devices (executor.call)
         # (op, exception) that torch raised in a CPU fallback op while a program ran (lower/fallback.py);
         # the launch raises it instead of XLA's callback error
@@ -132,6 +136,7 @@ class Runtime:
         """Blocks until every launched execution has finished (`xlanb.wait()`)."""
         launched = [a for a in self.outstanding if isinstance(a, jax.Array) and not a.is_deleted()]
         self.outstanding.clear()
+        self.outstanding_limit = 64
         if launched:
             jax.block_until_ready(launched)
 

@@ -260,9 +260,14 @@ def _wait_last_cpu_mesh_launch() -> None:
 
 
 def _track(outs) -> None:
+    """Remembers a launch's outputs for wait(). The finished ones are dropped when the list passes its
+    limit, which then becomes twice what is still running: each array is asked once or twice in all,
+    not at every launch while the device runs behind the host (a replayed decode loop asked 64 of
+    them per token, 70 us)."""
     outstanding = _rt.outstanding
-    if len(outstanding) > 64:
+    if len(outstanding) > _rt.outstanding_limit:
         outstanding[:] = [a for a in outstanding if not _is_ready(a)]
+        _rt.outstanding_limit = max(64, 2 * len(outstanding))
     outstanding.extend(outs)
 
 

@@ -1,5 +1,6 @@
-"""W6: greedy HF generate() with a static cache, xlanb (lazy mode, eager mode, and the model's forward
-through torch.compile(backend="xlanb")) against torch CPU eager.
+"""W6: greedy HF generate() with a static cache, xlanb (lazy mode, eager mode, the model's forward
+replayed or through torch.compile(backend="xlanb"), and `xlanb.generate`, which replays the whole decode
+step) against torch CPU eager.
 
 A tiny Llama (2 layers, d 256, 4 heads, vocab 1000, random init), a 32-token prompt, 64 new tokens,
 `cache_implementation="static"`. Figures: milliseconds per new token (the whole generate() call,
@@ -96,7 +97,33 @@ def run_xlanb():
             metrics["lazy_ops_per_token_graph"] = max(step_graphs)
             metrics["lazy_decode_graph_sizes"] = len(set(step_graphs))
     xlanb.eager_mode(False)
+    xlanb.reset()
+    dev.forward = forward
+    metrics.update(_xlanb_generate(dev, dev_ids, expected))
     emit("W6", "xlanb", metrics)
+
+
+def _xlanb_generate(dev, dev_ids, expected) -> dict:
+    """`xlanb.generate`: the whole decode step replayed (the first call compiles, later ones compile nothing)."""
+    import xlanb
+    from xlanb import events, hooks
+
+    def call():
+        return xlanb.generate(dev, dev_ids, max_new_tokens=W6["new_tokens"], do_sample=False, pad_token_id=0).cpu()
+    t0 = perf()
+    out = call()
+    first = perf() - t0
+    assert torch.equal(out, expected), "W6 xlanb.generate: the tokens differ from torch CPU's"
+    mark = hooks.mark()
+    per_token = []
+    for _ in range(W6_CALLS):
+        t0 = perf()
+        out = call()
+        per_token.append((perf() - t0) / W6["new_tokens"])
+        assert torch.equal(out, expected), "W6 xlanb.generate: the tokens differ from torch CPU's"
+    later = hooks.since(mark)
+    return {"generate_first_call": first, "generate_per_token": median(per_token),
+            "generate_compiles_later_calls": sum(isinstance(e, events.Compile) for e in later)}
 
 
 # bench/run.py: the jobs of one round, and the figures of the table
@@ -126,6 +153,14 @@ FIGURES = [
            "W6.replay_replayed_per_token"),
     Figure("W6.replay_compiles_later_calls", "W6 graphs compiled by 3 later calls, replayed", "n",
            "W6.replay_compiles_later_calls", target=none_in_any_round("0 in every round")),
+    Figure("W6.generate_per_token", "W6 per new token, `xlanb.generate` (the whole decode step replayed)", "s",
+           "W6.generate_per_token", None, "W6.per_token"),
+    Figure("W6.generate_vs_torch", "W6 per new token, xlanb.generate / torch CPU eager", "x",
+           _vs_torch("W6.generate_per_token"), target=_vs_torch_target(0.6)),
+    Figure("W6.generate_compiles_later_calls", "W6 graphs compiled by 3 later calls, xlanb.generate", "n",
+           "W6.generate_compiles_later_calls", target=none_in_any_round("0 in every round")),
+    Figure("W6.generate_first_call", "W6 first xlanb.generate call (compiles included)", "s",
+           "W6.generate_first_call", None, "W6.first_call"),
     Figure("W6.compile_per_token", "W6 per new token, forward through torch.compile", "s",
            "W6.compile_per_token", None, "W6.per_token"),
     Figure("W6.compile_vs_torch", "W6 per new token, torch.compile / torch CPU eager", "x",

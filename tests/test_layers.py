@@ -8,7 +8,7 @@ import sys
 
 ROOT = pathlib.Path(__file__).resolve().parents[1] / "xlanb"
 LAYERS = ["_requirements", "_config", "config", "events", "state", "ir", "lower", "runtime", "capture", "replay", "hooks", "metrics", "debug",
-          "dynamo", "report", "spmd", "loader", "compat", "selfcheck", "notebook"]
+          "dynamo", "report", "spmd", "loader", "generation", "compat", "selfcheck", "notebook"]
 
 
 def layer_of(module: str) -> str | None:

@@ -23,6 +23,7 @@ from xlanb.capture.compare import compare
 from xlanb.capture.modes import eager_mode, eager_mode_context, is_eager_mode
 from xlanb.capture.realize import sync, wait
 from xlanb.capture.rng import manual_seed
+from xlanb.generation import generate
 from xlanb.loader import DeviceLoader
 from xlanb.replay import compile
 from xlanb.state import Runtime, runtime_state
@@ -31,7 +32,7 @@ __version__ = "0.1.0"
 __all__ = [
     "device", "sync", "wait", "compile", "compare", "eager_mode", "is_eager_mode", "eager_mode_context",
     "manual_seed", "metrics", "debug", "hooks", "config", "runtime_state", "reset", "Runtime", "__version__",
-    "DeviceLoader",
+    "DeviceLoader", "generate",
 ]
 
 

@@ -14,6 +14,7 @@ from jax import lax
 
 from xlanb.lower.registry import lowers
 from xlanb.lower.rules.autodiff import acc_dtype, linear_backward
+from xlanb.lower.rules.random import draw
 
 
 # Embedding -------------------------------------------------------------------------------
@@ -141,7 +142,7 @@ def native_dropout(key, input, p, train=None):
     if train is False:
         return input, jnp.ones(input.shape, jnp.bool_)
     keep = 1.0 - p
-    mask = jax.random.bernoulli(key, keep, input.shape)
+    mask = draw(lambda k, shape: jax.random.bernoulli(k, keep, shape), key, input.shape)
     scale = 0.0 if keep == 0 else 1.0 / keep
     return input * mask.astype(input.dtype) * jnp.asarray(scale, input.dtype), mask
 

@@ -37,14 +37,24 @@ def _cdt(dt):
     return np.dtype(np.float32)
 
 
+def draw(sample, key, shape, *args):
+    """`sample(key, shape, *args)` (jax.random.uniform, bits, bernoulli, ...) drawn over the flat element
+    count and reshaped: the same values (JAX numbers the counters in row-major order either way), and
+    XLA's CPU compile of the counter-based generator is 2 to 3x faster on a flat array than on a
+    shaped one (W7's three dropouts: 0.94 s of the eager first step's 4.1 s of compiles)."""
+    shape = tuple(int(d) for d in shape)
+    if len(shape) < 2:
+        return sample(key, shape, *args)
+    return sample(key, (int(np.prod(shape)),), *args).reshape(shape)
+
+
 def _uniform(key, shape, dt, lo=0.0, hi=1.0):
     """U[lo, hi) in the compute dtype for `dt`."""
-    c = _cdt(dt)
-    return jax.random.uniform(key, tuple(shape), c, lo, hi)
+    return draw(jax.random.uniform, key, shape, _cdt(dt), lo, hi)
 
 
 def _normal(key, shape, dt):
-    return jax.random.normal(key, tuple(shape), _cdt(dt))
+    return draw(jax.random.normal, key, shape, _cdt(dt))
 
 
 def _shape(size):
@@ -58,11 +68,11 @@ def _rand_int(key, shape, lo: int, hi: int):
         raise ValueError(f"xlanb: empty random range [{lo}, {hi}]")
     shape = tuple(shape)
     if span <= 2 ** 32:
-        bits = jax.random.bits(key, shape, jnp.uint32)
+        bits = draw(jax.random.bits, key, shape, jnp.uint32)
         if span < 2 ** 32:
             bits = bits % jnp.uint32(span)
         return bits.astype(jnp.int64) + jnp.int64(lo)
-    bits = jax.random.bits(key, shape, jnp.uint64)
+    bits = draw(jax.random.bits, key, shape, jnp.uint64)
     if span < 2 ** 64:
         bits = bits % jnp.uint64(span)
     bits = bits + jnp.uint64(lo % 2 ** 64)            # wraps modulo 2**64
@@ -164,14 +174,14 @@ def random_from(key, self, from_=None, to=None, *, generator=None, **kwargs):
 
 @lowers("aten.exponential.default", rng=True)
 def exponential(key, self, lambd=1.0, *, generator=None):
-    e = jax.random.exponential(key, self.shape, _cdt(self.dtype))
+    e = draw(jax.random.exponential, key, self.shape, _cdt(self.dtype))
     return (e / lambd).astype(self.dtype)
 
 
 @lowers("aten.geometric.default", rng=True)
 def geometric(key, self, p, *, generator=None):
     c = _cdt(self.dtype) if jnp.issubdtype(self.dtype, jnp.floating) else np.dtype(np.float64)
-    u = jax.random.uniform(key, self.shape, c, jnp.finfo(c).tiny, 1.0)
+    u = draw(jax.random.uniform, key, self.shape, c, jnp.finfo(c).tiny, 1.0)
     return jnp.ceil(jnp.log(u) / jnp.log1p(jnp.asarray(-p, c))).astype(self.dtype)
 
 
@@ -245,7 +255,7 @@ def randint_like_low(key, self, low, high, *, generator=None, dtype=None, layout
 def randint_like_tensor(key, self, high, *, generator=None, dtype=None, layout=None, device=None,
                         pin_memory=None, memory_format=None):
     # `high` is data: floor(u * high) with a float64 u (bias below 2**-52 per value)
-    u = jax.random.uniform(key, self.shape, jnp.float64)
+    u = draw(jax.random.uniform, key, self.shape, jnp.float64)
     v = jnp.floor(u * high.astype(jnp.float64)).astype(jnp.int64)
     return _cast_ints(jnp.minimum(v, high.astype(jnp.int64) - 1), _dt(dtype, self.dtype))
 
@@ -260,7 +270,7 @@ def multinomial(key, self, num_samples, replacement=False, *, generator=None):
         out = jax.random.categorical(key, logits, axis=-1, shape=(n,) + batch)
         return jnp.moveaxis(out, 0, -1).astype(jnp.int64)
     # without replacement: the top num_samples of log p + Gumbel noise
-    g = jax.random.gumbel(key, self.shape, c)
+    g = draw(jax.random.gumbel, key, self.shape, c)
     _, idx = lax.top_k(logits + g, n)
     return idx.astype(jnp.int64)
 

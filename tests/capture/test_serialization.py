@@ -295,3 +295,38 @@ def test_storage_constructors_on_the_device_survive_and_match_cpu():
         torch.UntypedStorage(4, device="xla:1")
     made = torch.UntypedStorage([7, 8], device="xla")
     assert made.device == torch.device("xla", 0) and made.tolist() == [7, 8]
+
+
+def _dlpack_cases():
+    base = torch.arange(12.0).reshape(3, 4) * 1.5
+    return {"tensor": lambda t: t, "view": lambda t: t[1:, ::2], "transpose": lambda t: t.t(),
+            "int64": lambda t: (t * 2 ** 20).to(torch.int64), "conj": lambda t: t.to(torch.complex64).conj()}, base
+
+
+def test_dlpack_consumers_get_the_values_as_a_snapshot():
+    import jax.numpy as jnp
+    import numpy as np
+    cases, base = _dlpack_cases()
+    x = base.to("xla")
+    for name, make in cases.items():
+        expected = make(base).resolve_conj()
+        t = make(x)
+        assert np.array_equal(np.from_dlpack(t), expected.numpy()), name
+        assert np.array_equal(np.asarray(jnp.from_dlpack(t)), expected.numpy()), name
+        got = torch.from_dlpack(t)
+        assert got.device.type == "cpu" and torch.equal(got, expected), name
+    t = x * 1                                     # a write through the consumer's tensor leaves the xla tensor as it was
+    copy = torch.from_dlpack(t)
+    copy.add_(100)
+    assert torch.equal(t.cpu(), base) and torch.equal(copy, base + 100)
+
+
+def test_dlpack_refusals_are_torchs_where_torch_refuses():
+    with pytest.raises(Exception) as on_cpu:
+        torch.ones(2, requires_grad=True).__dlpack__()
+    with pytest.raises(type(on_cpu.value), match=str(on_cpu.value).split(",")[0]):
+        torch.ones(2, device="xla", requires_grad=True).__dlpack__()
+    with pytest.raises(BufferError, match="cannot be shared through DLPack"):
+        torch.ones(2, device="xla").__dlpack__(copy=False)
+    if xlanb.runtime_state().jax_device().platform == "cpu":          # host memory, as a CPU tensor's
+        assert torch.ones(2, device="xla").__dlpack_device__() == torch.ones(2).__dlpack_device__()

@@ -12,6 +12,7 @@ from __future__ import annotations
 import sys
 import weakref
 
+import jax
 import torch
 from jax.sharding import NamedSharding
 
@@ -188,6 +189,24 @@ class LazyTensor(torch.Tensor):
                             "copy the tensor to host memory first.")
         return self.detach().cpu().resolve_conj().resolve_neg().numpy()
 
+    def __dlpack__(self, **kwargs):
+        """A snapshot of the tensor's value as a DLPack capsule (a device copy of its buffer, which JAX
+        exports), so `jnp.from_dlpack(t)`, `np.from_dlpack(t)` and `torch.from_dlpack(t)` take it.
+        A snapshot, not the buffer itself: xla buffers are immutable and shared (a graph's cached
+        values, other tensors), and torch.from_dlpack makes a writable CPU tensor over what it gets,
+        so an alias would let a write there change the xla tensor behind xlanb's back. copy=False
+        (share or fail) is refused; torch's own method would ask torch_xla."""
+        if self.requires_grad:
+            torch.empty(0, requires_grad=True).__dlpack__()      # torch's error for such a tensor
+        if kwargs.pop("copy", None) is False:
+            raise BufferError("an xla tensor's buffer cannot be shared through DLPack (it is immutable and "
+                              "may be shared by other tensors): export with copy=None or copy=True")
+        buffer = _jax_value(self)
+        return jax.device_put(buffer, buffer.sharding, may_alias=False).__dlpack__(**kwargs)
+
+    def __dlpack_device__(self):
+        return _jax_value(self).__dlpack_device__()
+
     def pin_memory(self, device=None):
         """As torch answers for any tensor off the CPU (cuda's too)."""
         raise RuntimeError(f"cannot pin '{self.device}' tensor: only dense CPU tensors can be pinned. "
@@ -208,6 +227,16 @@ class LazyTensor(torch.Tensor):
         new.__dict__.update({k: v for k, v in self.__dict__.items()})
         memo[id(self)] = new
         return new
+
+
+def _jax_value(t: LazyTensor):
+    """t's value as one jax array of its shape: its own buffer once computed when nothing aliases it,
+    else a computed copy (a view's elements, conjugate and negative bits resolved)."""
+    from xlanb.capture.realize import realize
+    with torch.no_grad():
+        if t._node is None or t.is_conj() or t.is_neg():
+            t = t.detach().resolve_conj().resolve_neg().clone()
+        return realize(t, "DLPack export").buffer
 
 
 def new_tensor(node: Node, meta: Meta) -> LazyTensor:

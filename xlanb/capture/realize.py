@@ -20,7 +20,7 @@ from jax.sharding import SingleDeviceSharding
 from torch.utils import _pytree as pytree
 
 from xlanb import events
-from xlanb.capture import bounds
+from xlanb.capture import bounds, tensor as _tensor
 from xlanb.capture.frames import library_site, user_frames
 from xlanb.capture.growth import host_cat
 from xlanb.capture.tensor import (LazyTensor, base_node, holder_node, new_tensor, prune_pending, tensor_meta,
@@ -402,3 +402,6 @@ def pending_snapshot(namespace=None) -> events.PendingSnapshot | None:
                                       tensors=tuple(held))
     emit(snapshot)
     return snapshot
+
+
+_tensor.computed = realize

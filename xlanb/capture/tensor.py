@@ -232,11 +232,10 @@ class LazyTensor(torch.Tensor):
 def _jax_value(t: LazyTensor):
     """t's value as one jax array of its shape: its own buffer once computed when nothing aliases it,
     else a computed copy (a view's elements, conjugate and negative bits resolved)."""
-    from xlanb.capture.realize import realize
     with torch.no_grad():
         if t._node is None or t.is_conj() or t.is_neg():
             t = t.detach().resolve_conj().resolve_neg().clone()
-        return realize(t, "DLPack export").buffer
+        return computed(t, "DLPack export").buffer
 
 
 def new_tensor(node: Node, meta: Meta) -> LazyTensor:
@@ -316,6 +315,10 @@ untyped_of = None
 # capture.growth folds a view chain over a pending cat (the newest end of a growing tensor) into one
 # piece; it records nodes, so it sits above this module, and it puts its folder here when imported
 fold_cat_views = None
+
+# capture.realize computes a tensor (`realize(t, cause)` -> its computed Node) for the DLPack export;
+# it runs graphs, so it sits above this module, and it puts its function here when imported
+computed = None
 
 
 def value(t: LazyTensor) -> Node:

@@ -57,6 +57,12 @@ def generate(model, input_ids: torch.Tensor, attention_mask: torch.Tensor | None
     if attention_mask is not None and not bool((attention_mask == 1).all()):
         raise NotImplementedError("xlanb.generate: a padded batch (an attention_mask with zeros) is not supported; "
                                   "generate each prompt on its own, or with model.generate")
+    if not hasattr(model, "generation_config") or not hasattr(model, "config"):
+        raise TypeError(f"xlanb.generate takes a HuggingFace causal LM (a transformers model with a generation "
+                        f"config), got {type(model).__name__}")
+    if getattr(model.config, "is_encoder_decoder", False):
+        raise NotImplementedError(f"xlanb.generate runs decoder-only models; {type(model).__name__} is an "
+                                  "encoder-decoder model: use model.generate")
     if type(check_every) is not int or check_every < 1:
         raise ValueError(f"xlanb.generate(check_every=...) must be a positive int, got {check_every!r}")
     cfg = _config(model, generation_config, kwargs)

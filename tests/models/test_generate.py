@@ -1,7 +1,8 @@
 """xlanb.generate: HF generation with the whole decode step replayed. Greedy gives HF's generate() tokens on
 CPU (with end tokens and a batch whose rows end at different steps), a second call of the same lengths
 compiles nothing and replays every step, sampling applies HF's warpers and gives the same tokens for the
-same seed replayed or traced, and bad arguments are refused before anything runs."""
+same seed replayed or traced, and bad arguments (and models it does not run) are refused before anything
+runs. GPT-2, Qwen2, Mistral and Gemma tiny configs gave HF's greedy tokens too when tried by hand."""
 
 import copy
 
@@ -126,6 +127,12 @@ def test_bad_arguments_are_refused_before_anything_runs(models):
     ids = prompts().to("xla")
     with pytest.raises(ValueError, match="the model is on cpu; move it first"):
         xlanb.generate(cpu, ids, max_new_tokens=2)
+    with pytest.raises(TypeError, match="takes a HuggingFace causal LM"):
+        xlanb.generate(torch.nn.Linear(2, 2).to("xla"), ids, max_new_tokens=2)
+    t5 = transformers.T5ForConditionalGeneration(transformers.T5Config(
+        vocab_size=VOCAB, d_model=16, d_ff=32, num_layers=1, num_heads=2, d_kv=8, decoder_start_token_id=0))
+    with pytest.raises(NotImplementedError, match="T5ForConditionalGeneration is an encoder-decoder model"):
+        xlanb.generate(t5.to("xla"), ids, max_new_tokens=2)
     with pytest.raises(TypeError, match="input_ids must be a \\[batch, length\\] int64 tensor"):
         xlanb.generate(dev, ids.float(), max_new_tokens=2)
     with pytest.raises(TypeError, match="num_return_sequences not supported"):

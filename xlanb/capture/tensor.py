@@ -205,7 +205,9 @@ class LazyTensor(torch.Tensor):
         return jax.device_put(buffer, buffer.sharding, may_alias=False).__dlpack__(**kwargs)
 
     def __dlpack_device__(self):
-        return _jax_value(self).__dlpack_device__()
+        """The device of the tensor's buffer (its base's, computed: no copy of a view is made twice, as
+        consumers ask this before `__dlpack__`)."""
+        return computed(self, "DLPack export").buffer.__dlpack_device__()
 
     def pin_memory(self, device=None):
         """As torch answers for any tensor off the CPU (cuda's too)."""

@@ -60,6 +60,9 @@ class Runtime:
         # record the user's source line on every node (always while debug_nans is on: capture/nans.py)
         self.track_locations = config().debug_nans
         self.compile_scope = None              # the active xlanb.compile scope (capture.modes.CompileScope)
+        # the warnings CPU probes raise while an op's meta is inferred, to be given as CPU gives them
+        # (capture/record.py's infer_meta; None outside it: lower/fallback.py's probe_on_cpu drops them)
+        self.kernel_warnings = None
         self.observer = None                   # called with each new pending node (graph limits)
         # capture.scopes: the innermost running nn.Module's path (a str), a callable naming the module
         # of the backward op being recorded, or None when module scopes are not recorded

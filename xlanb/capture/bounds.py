@@ -26,7 +26,6 @@ only (a check left in the graph would be a tensor the call made and kept).
 from __future__ import annotations
 
 import dataclasses
-import warnings
 
 import numpy as np
 import torch
@@ -36,7 +35,7 @@ from xlanb.capture.nodes import make_node
 from xlanb.capture.tensor import LazyTensor, new_tensor, value
 from xlanb.capture.verdict import raise_cpu_error
 from xlanb.ir.node import intern_meta
-from xlanb.lower.fallback import host_dispatch
+from xlanb.lower.fallback import probe_on_cpu
 from xlanb.state import runtime_state
 
 _rt = runtime_state()
@@ -175,12 +174,10 @@ def cpu_error(func, spec, index_pos: int, index_values: np.ndarray, fallback: Ba
 
     def cpu(x, pos):
         if pos == index_pos:
-            return torch.from_numpy(np.ascontiguousarray(index_values)).to(x.dtype).reshape(x.shape)
+            return torch.from_numpy(np.array(index_values)).to(x.dtype).reshape(x.shape)   # a writable copy
         return torch.zeros(x.shape, dtype=x.dtype) if type(x) is _Zeros else x
     try:
-        with torch.no_grad(), host_dispatch(), warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            func(*[cpu(a, p) for p, a in enumerate(args)], **{k: cpu(v, k) for k, v in kwargs.items()})
+        probe_on_cpu(func, *[cpu(a, p) for p, a in enumerate(args)], **{k: cpu(v, k) for k, v in kwargs.items()})
     except _CPU_ERRORS as e:
         return type(e)(str(e))
     return fallback

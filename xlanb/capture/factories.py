@@ -8,8 +8,6 @@ way (arange, eye, linspace, ...) are recorded directly. `_copy_from` serves
 
 from __future__ import annotations
 
-import warnings
-
 import torch
 
 from xlanb.capture import realize
@@ -23,7 +21,7 @@ from xlanb.capture.tensor import LazyTensor, new_tensor
 from xlanb.capture.torch_versions import backend_key, fill_backend_gaps
 from xlanb.capture.verdict import VERDICT_ELEMENTS, raise_remembered, rng_kept
 from xlanb.ir.node import meta_of
-from xlanb.lower.fallback import host_dispatch
+from xlanb.lower.fallback import probe_on_cpu
 from xlanb.lower.registry import lookup
 from xlanb.state import runtime_state
 
@@ -77,9 +75,8 @@ def _cpu_verdict(op, args: tuple, kwargs: dict) -> None:
 def _run_on_cpu(op, args: tuple, kwargs: dict):
     """The error CPU raises for this factory call, or None."""
     try:
-        with torch.no_grad(), host_dispatch(), warnings.catch_warnings(), rng_kept(op):
-            warnings.simplefilter("ignore")
-            op(*args, **kwargs, device="cpu")
+        with rng_kept(op):
+            probe_on_cpu(op, *args, **kwargs, device="cpu")
     except _CPU_ERRORS as e:
         return e
     return None

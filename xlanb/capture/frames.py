@@ -78,6 +78,20 @@ def user_location() -> tuple[str, int] | None:
     return None
 
 
+_XLANB_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "")
+
+
+def outside_level() -> int:
+    """The `stacklevel` that makes a `warnings.warn` in the caller name the innermost frame outside
+    xlanb: where torch's C++ would have shown a kernel's warning (the frame that called the op)."""
+    f = sys._getframe(2)
+    level = 2
+    while f is not None and (f.f_code.co_filename.startswith(_XLANB_DIR) or f.f_code.co_filename.startswith("<xlanb ")):
+        f = f.f_back
+        level += 1
+    return level
+
+
 # the runtime's own code: a value read's "library frame" is the innermost frame outside these
 _RUNTIME_DIRS = tuple(dict.fromkeys(os.path.join(p, "") for p in (
     os.path.dirname(torch.__file__),

@@ -130,7 +130,7 @@ def mutation_handler(func):
         if len(nargs) < len(defaults):      # the functional form may lack the in-place defaults
             nargs = nargs + defaults[len(nargs):]
         try:
-            meta = rec.infer_meta(functional, fplan, nargs, nkwargs)
+            meta = rec.infer_meta(functional, fplan, nargs, nkwargs, rewritten=True)
         except NoMetaKernel:
             return cpu_cut(func, args, kwargs)
         if fplan.rule is not None and fplan.rule.rng:

@@ -16,13 +16,11 @@ Costs nothing unless a written tensor aliases an argument; then one dict lookup 
 
 from __future__ import annotations
 
-import warnings
-
 import torch
 
 from xlanb.capture.tensor import LazyTensor
 from xlanb.capture.verdict import OVERLAP, raise_remembered, rng_kept, tensors_in
-from xlanb.lower.fallback import host_dispatch
+from xlanb.lower.fallback import probe_on_cpu
 
 _verdicts: dict = {}           # (func, layout pattern) -> the overlap error CPU raised, or None
 _MAX_BYTES = 1 << 28           # storages larger than this are not mirrored on CPU (no verdict)
@@ -102,9 +100,8 @@ def _run_on_cpu(func, args, kwargs, tensors, layout):
             return torch.device("cpu")
         return x
     try:
-        with torch.no_grad(), host_dispatch(), warnings.catch_warnings(), rng_kept(func):
-            warnings.simplefilter("ignore")
-            func(*mirror(tuple(args)), **{k: mirror(v) for k, v in kwargs.items()})
+        with rng_kept(func):
+            probe_on_cpu(func, *mirror(tuple(args)), **{k: mirror(v) for k, v in kwargs.items()})
     except (RuntimeError, IndexError, ValueError, TypeError, NotImplementedError) as e:
         if str(e).startswith(OVERLAP):
             return e

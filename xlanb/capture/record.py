@@ -8,6 +8,7 @@ enter that key by type only.
 
 from __future__ import annotations
 
+import functools
 import warnings
 
 import jax
@@ -16,14 +17,14 @@ import torch
 from xlanb.capture import rng
 from xlanb.capture.checks import (check_dtype_arguments, check_representable, check_select_from_empty_dim,
                                   raise_cpu_verdict_on_empty)
-from xlanb.capture.frames import user_location
+from xlanb.capture.frames import outside_level, user_location
 from xlanb.capture.verdict import (PROBED, check_once, cpu_answer, cpu_verdict, has_out, is_verdict, raise_cpu_error,
                                    runs_on_cpu, with_cpu_dtypes)
 from xlanb.capture.nodes import lift, make_node
 from xlanb.capture.tensor import LazyTensor, new_tensor, value
 from xlanb.ir.node import Meta, Node, Scalar, data_node, meta_of
 from xlanb.lower.dtypes import to_jax_dtype, to_torch_dtype
-from xlanb.lower.fallback import host_dispatch
+from xlanb.lower.fallback import probe_on_cpu, with_warnings
 from xlanb.lower.registry import lookup
 from xlanb.runtime.transfer import upload
 from xlanb.state import runtime_state
@@ -55,7 +56,7 @@ def _kind(arg_type) -> int:
 class OpPlan:
     """What record needs to know about an op, computed once."""
 
-    __slots__ = ("name", "positional", "keyword", "rule", "meta_cache", "returns_list")
+    __slots__ = ("name", "positional", "keyword", "rule", "meta_cache", "returns_list", "warns")
 
     def __init__(self, func):
         schema = func._schema
@@ -65,6 +66,7 @@ class OpPlan:
         self.rule = lookup(self.name)
         self.meta_cache: dict = {}
         self.returns_list = len(schema.returns) == 1 and str(schema.returns[0].type).startswith("List")
+        self.warns: dict = {}       # meta_cache keys whose kernels warn -> the kernel calls that warn again
 
 
 def plan_of(func) -> OpPlan:
@@ -169,17 +171,70 @@ def follows_default_dtype(nargs) -> bool:
     return False
 
 
-def infer_meta(func, plan: OpPlan, nargs, nkwargs, on_miss=None):
+def infer_meta(func, plan: OpPlan, nargs, nkwargs, on_miss=None, rewritten: bool = False):
     """Output Meta (or tuple of Meta/None) of func on these node arguments (and the default
     dtype, which decides the result dtype of integer inputs promoted to float). `on_miss(margs,
-    mkwargs)`, run when the meta kernel runs, makes the caller's own checks."""
+    mkwargs)`, run when the meta kernel runs, makes the caller's own checks. The warnings its
+    kernels raise are given as CPU gives them, at every call (`give_warnings`), unless the op is xlanb's
+    rewriting of the user's (`rewritten`: the functional form of an in-place op, whose warnings the
+    in-place op gave)."""
     key = (meta_key(nargs), meta_key(nkwargs) if nkwargs else None, _default_dtype())
     try:
-        return plan.meta_cache[key]
+        meta = plan.meta_cache[key]
     except KeyError:
         pass
     except TypeError:          # an unhashable constant: infer without the cache
         key = None
+    else:
+        if plan.warns:
+            again = plan.warns.get(key)
+            if again is not None:
+                again()
+        return meta
+    outer, _rt.kernel_warnings = _rt.kernel_warnings, []
+    try:
+        meta = _infer_on_miss(func, plan, nargs, nkwargs, on_miss)
+    finally:
+        found, _rt.kernel_warnings = _rt.kernel_warnings, outer
+        if found and not rewritten:
+            again = give_warnings(found)
+    if key is not None:
+        plan.meta_cache[key] = meta
+        if found and not rewritten:
+            if len(plan.warns) > 1000:
+                plan.warns.clear()
+            plan.warns[key] = again
+    return meta
+
+
+def give_warnings(found: list):
+    """Gives the warnings an op's meta kernel and CPU probes raised on its signature's first call, each
+    text once, at the innermost frame outside xlanb (where torch shows a kernel's warning: the line that
+    called the op); returns what gives them at the signature's later calls, as CPU warns at every call.
+    `found`: (warnings, the kernel call that raised them) of each kernel that warned (their C++
+    warnings held back by lower/fallback.with_warnings, or they would reach the user after the op, out
+    of reach of any filter, probes' included). A later call runs again one kernel per warning text, as
+    torch runs it at top level: its C++ warnings then reach the user's line when the op returns, as
+    CPU's do, and a TORCH_WARN_ONCE stays once (no `warnings.catch_warnings` there: entering one
+    would make Python forget which lines have shown a warning already)."""
+    level = outside_level()
+    given: set = set()
+    calls = []
+    for caught, call in found:
+        new = False
+        for w in caught:
+            text = (w.category, str(w.message))
+            if text not in given:
+                given.add(text)
+                new = True
+                warnings.warn(w.message, stacklevel=level)
+        if new:
+            calls.append(call)
+    return calls[0] if len(calls) == 1 else lambda: [call() for call in calls]
+
+
+def _infer_on_miss(func, plan: OpPlan, nargs, nkwargs, on_miss):
+    """infer_meta on a signature not in the meta cache."""
     margs = tuple(_to_meta(a) for a in nargs)
     mkwargs = {k: _to_meta(v) for k, v in nkwargs.items()} if nkwargs else {}
     check_dtype_arguments(plan.name, margs, mkwargs)
@@ -234,10 +289,7 @@ def infer_meta(func, plan: OpPlan, nargs, nkwargs, on_miss=None):
     fix = _CPU_META.get(plan.name)
     if fix is not None:
         out = fix(func, margs, mkwargs, out)
-    meta = _out_meta(out)
-    if key is not None:
-        plan.meta_cache[key] = meta
-    return meta
+    return _out_meta(out)
 
 
 RESIZED = "An output with one or more elements was resized"     # the start of torch's warning
@@ -248,11 +300,11 @@ def _meta_kernel(func, margs, mkwargs, quiet: bool):
     writes, which runs only on the meta cache's miss: an out= op's resize_out words torch's warning
     on every call, and CPU refuses an in-place op's resized self (the probe on the arguments as
     given says so)."""
-    if not quiet:
-        return func(*margs, **mkwargs)
-    with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message=RESIZED)
-        return func(*margs, **mkwargs)
+    out, caught = with_warnings(func, *margs, **mkwargs)
+    caught = [w for w in caught if not (quiet and str(w.message).startswith(RESIZED))]
+    if caught:
+        _rt.kernel_warnings.append((caught, functools.partial(func, *margs, **mkwargs)))
+    return out
 
 
 def _nansum_meta(func, margs, mkwargs, out):
@@ -360,8 +412,7 @@ def _pointwise_on_cpu(func, margs, mkwargs, out, small: bool):
     taken), else of one element (any shape broadcasts with them). CPU's error is raised, and CPU's
     result dtype taken where the meta kernel's differs (prims.signbit)."""
     try:
-        with torch.no_grad(), host_dispatch():
-            cpu = func(*[_one(a, small) for a in margs], **{k: _one(v, small) for k, v in mkwargs.items()})
+        cpu = probe_on_cpu(func, *[_one(a, small) for a in margs], **{k: _one(v, small) for k, v in mkwargs.items()})
     except _PROBE_ERRORS as cpu_error:
         if not is_verdict(func, cpu_error, margs, mkwargs):
             return out

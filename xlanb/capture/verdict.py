@@ -29,11 +29,10 @@ from __future__ import annotations
 import contextlib
 import functools
 import re
-import warnings
 
 import torch
 
-from xlanb.lower.fallback import host_dispatch
+from xlanb.lower.fallback import probe_on_cpu
 
 VERDICT_ELEMENTS = 4096
 # dtypes whose CPU kernels are the reference (complex ones are complete, and refuse what no backend
@@ -143,9 +142,7 @@ def is_verdict(func, error: Exception, args, kwargs) -> bool:
             return torch.ones((), dtype=torch.float32 if x.dtype in HALF else x.dtype).expand(x.shape)
         return type(x)(as_float32(y) for y in x) if isinstance(x, (list, tuple)) else x
     try:
-        with torch.no_grad(), host_dispatch(), warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            func(*as_float32(tuple(args)), **{k: as_float32(v) for k, v in kwargs.items()})
+        probe_on_cpu(func, *as_float32(tuple(args)), **{k: as_float32(v) for k, v in kwargs.items()})
     except NotImplementedError:
         return True
     except Exception:       # noqa: BLE001 - any other answer: float32 has a kernel, or the probe says nothing
@@ -194,10 +191,9 @@ def cpu_verdict(func, args, kwargs, out=None):
     first = None
     for fill in (0, 1):
         try:
-            with torch.no_grad(), host_dispatch(), warnings.catch_warnings(), rng_kept(func):
-                warnings.simplefilter("ignore")
-                result = func(*_probes(tuple(args), fill, standin),
-                              **{k: _probes(v, fill, standin) for k, v in kwargs.items()})
+            with rng_kept(func):
+                result = probe_on_cpu(func, *_probes(tuple(args), fill, standin),
+                                      **{k: _probes(v, fill, standin) for k, v in kwargs.items()})
         except _Unprobeable:
             return None
         except _ERRORS as e:

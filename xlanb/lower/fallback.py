@@ -6,6 +6,9 @@ metrics counts as `aten::<op>` and `executed_fallback_ops()` lists.
 
 from __future__ import annotations
 
+import functools
+import warnings
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -15,6 +18,8 @@ from xlanb import events
 from xlanb.state import emit, runtime_state
 from xlanb.lower.dtypes import from_words, numpy_to_torch, to_jax_dtype, to_words, torch_to_numpy
 from xlanb.lower.tree import join, split
+
+_rt = runtime_state()
 
 
 def _key_set(names):
@@ -40,6 +45,66 @@ def host_dispatch():
     ZeroTensor and ADInplaceOrView keys; CPU kernels that rely on them (complex lstsq) then
     compute wrong numbers."""
     return torch._C._ForceDispatchKeyGuard(_HOST_INCLUDE, _HOST_EXCLUDE)
+
+
+class _OwnWarnings(torch.autograd.Function):
+    """A torch call that runs Python. torch keeps the C++ warnings a kernel raises (TORCH_WARN) until
+    the torch call they were raised under returns: under the user's op, a probe's warnings would wait
+    for the op to return, past every `warnings.catch_warnings` in xlanb's code. Under this call they
+    are given when it returns."""
+
+    @staticmethod
+    def forward(ctx, call):
+        call()
+
+
+# Function.apply less its Python wrapper, which sends the call to functorch's custom_function_call
+# while a transform (vmap, grad) is active: this Function has no setup_context for it
+_own_warnings = super(torch.autograd.Function, _OwnWarnings).apply
+
+
+def with_warnings(fn, *args, **kwargs) -> tuple:
+    """(fn(*args, **kwargs), the warnings it raised): C++ kernels' included (see _OwnWarnings); none
+    of them is shown. fn's exception is raised here, once the torch call has returned: leaving it
+    with a warning held, torch words the exception as a SystemError ("returned a result with an
+    exception set")."""
+    outcome = []
+
+    def call():
+        try:
+            outcome.append((fn(*args, **kwargs), None))
+        except BaseException as e:      # noqa: BLE001 - raised below, as it was
+            outcome.append((None, e))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        _own_warnings(call)
+    result, error = outcome[0]
+    if error is not None:
+        raise error
+    return result, caught
+
+
+def probe_on_cpu(fn, *args, **kwargs):
+    """fn(*args, **kwargs) as a probe of CPU's kernels (their verdict, their dtypes), at top-level dispatch
+    state and without autograd. Its warnings are not the user's: inside infer_meta's scope
+    (runtime_state().kernel_warnings a list) they are collected there with the call that gives them
+    again, to be given as CPU gives them (capture/record.py's give_warnings); elsewhere dropped."""
+    with torch.no_grad(), host_dispatch():
+        result, caught = with_warnings(fn, *args, **kwargs)
+    collected = _rt.kernel_warnings
+    if caught and collected is not None:
+        collected.append((caught, functools.partial(_probe_again, fn, args, kwargs)))
+    return result
+
+
+def _probe_again(fn, args, kwargs) -> None:
+    """A probe run again to give its warnings at a later call (outside with_warnings: as torch gives
+    them), the CPU generator's state put back as the first run did (a probe draws no number of yours)."""
+    state = torch.random.get_rng_state()
+    try:
+        run_on_cpu(fn, args, kwargs)
+    finally:
+        torch.random.set_rng_state(state)
 
 
 def run_on_cpu(op, args, kwargs):

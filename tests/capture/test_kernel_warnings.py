@@ -66,21 +66,6 @@ def _run(code: str) -> str:
     return done.stdout.strip()
 
 
-def test_a_warn_once_kernel_warns_once_per_process():
-    """TORCH_WARN_ONCE (scatter's reduce=): xla's first call in a fresh process gives it, later ones do not,
-    as CPU's kernel does (the kernels share its flag)."""
-    counts = _run("""
-        import warnings, torch, xlanb
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always")
-            for _ in range(3):
-                torch.zeros(4, device="xla").scatter_(0, torch.tensor([0, 1], device="xla"),
-                                                      torch.ones(2, device="xla"), reduce="add")
-        print(sum("reduce argument" in str(w.message) for w in caught))
-    """)
-    assert counts == "1"
-
-
 def test_a_probe_that_raises_with_a_warning_held_raises_cpus_error():
     """A CPU probe whose kernel warned and then raised: the error is CPU's (it surfaced as
     'SystemError: <class UserWarning> returned a result with an exception set' once a warning was held)."""

@@ -35,7 +35,7 @@ from xlanb.capture.nodes import make_node
 from xlanb.capture.tensor import LazyTensor, new_tensor, value
 from xlanb.capture.verdict import raise_cpu_error
 from xlanb.ir.node import intern_meta
-from xlanb.lower.fallback import probe_on_cpu
+from xlanb.lower.fallback import host_dispatch, probe_on_cpu
 from xlanb.state import runtime_state
 
 _rt = runtime_state()
@@ -177,7 +177,8 @@ def cpu_error(func, spec, index_pos: int, index_values: np.ndarray, fallback: Ba
             return torch.from_numpy(np.array(index_values)).to(x.dtype).reshape(x.shape)   # a writable copy
         return torch.zeros(x.shape, dtype=x.dtype) if type(x) is _Zeros else x
     try:
-        probe_on_cpu(func, *[cpu(a, p) for p, a in enumerate(args)], **{k: cpu(v, k) for k, v in kwargs.items()})
+        with torch.no_grad(), host_dispatch():     # the probes made at top-level state too
+            probe_on_cpu(func, *[cpu(a, p) for p, a in enumerate(args)], **{k: cpu(v, k) for k, v in kwargs.items()})
     except _CPU_ERRORS as e:
         return type(e)(str(e))
     return fallback

@@ -15,7 +15,7 @@ from xlanb.capture import bounds
 from xlanb.capture.frames import is_library
 from xlanb.capture.verdict import is_verdict, tensors_in
 from xlanb.lower.dtypes import TORCH_TO_NUMPY
-from xlanb.lower.fallback import probe_on_cpu
+from xlanb.lower.fallback import host_dispatch, probe_on_cpu
 from xlanb.state import runtime_state
 
 aten = torch.ops.aten
@@ -144,7 +144,8 @@ def raise_cpu_verdict_on_empty(func, margs, mkwargs) -> None:
             return type(x)(cpu(y) for y in x)
         return torch.device("cpu") if isinstance(x, torch.device) else x
     try:
-        probe_on_cpu(func, *cpu(tuple(margs)), **{k: cpu(v) for k, v in mkwargs.items()})
+        with torch.no_grad(), host_dispatch():     # the probes made at top-level state too
+            probe_on_cpu(func, *cpu(tuple(margs)), **{k: cpu(v) for k, v in mkwargs.items()})
     except _CPU_ERRORS as cpu_error:
         if is_verdict(func, cpu_error, margs, mkwargs):
             raise type(cpu_error)(str(cpu_error)) from None
@@ -164,17 +165,18 @@ def check_out_on_cpu(func, functional, args, kwargs, out_names) -> None:
         if isinstance(x, (list, tuple)):
             return type(x)(probe(y, empty) for y in x)
         return torch.device("cpu") if isinstance(x, torch.device) else x
-    host_args = probe(tuple(args), False)
-    for empty in (True, False):
+    with torch.no_grad(), host_dispatch():         # the probes made at top-level state too
+        host_args = probe(tuple(args), False)
+        for empty in (True, False):
+            try:
+                probe_on_cpu(func, *host_args, **{k: probe(v, empty and k in out_names) for k, v in kwargs.items()})
+                return
+            except _CPU_ERRORS as e:
+                error = e
         try:
-            probe_on_cpu(func, *host_args, **{k: probe(v, empty and k in out_names) for k, v in kwargs.items()})
-            return
-        except _CPU_ERRORS as e:
-            error = e
-    try:
-        probe_on_cpu(functional, *host_args, **{k: probe(v, False) for k, v in kwargs.items() if k not in out_names})
-    except _CPU_ERRORS:
-        return              # the inputs' zeros, not the out= tensors, are what CPU refused
+            probe_on_cpu(functional, *host_args, **{k: probe(v, False) for k, v in kwargs.items() if k not in out_names})
+        except _CPU_ERRORS:
+            return              # the inputs' zeros, not the out= tensors, are what CPU refused
     raise type(error)(str(error)) from None
 
 

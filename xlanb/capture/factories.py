@@ -21,7 +21,7 @@ from xlanb.capture.tensor import LazyTensor, new_tensor
 from xlanb.capture.torch_versions import backend_key, fill_backend_gaps
 from xlanb.capture.verdict import VERDICT_ELEMENTS, raise_remembered, rng_kept
 from xlanb.ir.node import meta_of
-from xlanb.lower.fallback import probe_on_cpu
+from xlanb.lower.fallback import host_dispatch, probe_on_cpu
 from xlanb.lower.registry import lookup
 from xlanb.state import runtime_state
 
@@ -75,7 +75,7 @@ def _cpu_verdict(op, args: tuple, kwargs: dict) -> None:
 def _run_on_cpu(op, args: tuple, kwargs: dict):
     """The error CPU raises for this factory call, or None."""
     try:
-        with rng_kept(op):
+        with torch.no_grad(), host_dispatch(), rng_kept(op):
             probe_on_cpu(op, *args, **kwargs, device="cpu")
     except _CPU_ERRORS as e:
         return e

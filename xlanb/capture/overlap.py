@@ -20,7 +20,7 @@ import torch
 
 from xlanb.capture.tensor import LazyTensor
 from xlanb.capture.verdict import OVERLAP, raise_remembered, rng_kept, tensors_in
-from xlanb.lower.fallback import probe_on_cpu
+from xlanb.lower.fallback import host_dispatch, probe_on_cpu
 
 _verdicts: dict = {}           # (func, layout pattern) -> the overlap error CPU raised, or None
 _MAX_BYTES = 1 << 28           # storages larger than this are not mirrored on CPU (no verdict)
@@ -100,7 +100,7 @@ def _run_on_cpu(func, args, kwargs, tensors, layout):
             return torch.device("cpu")
         return x
     try:
-        with rng_kept(func):
+        with torch.no_grad(), host_dispatch(), rng_kept(func):     # the mirrors made at top-level state too
             probe_on_cpu(func, *mirror(tuple(args)), **{k: mirror(v) for k, v in kwargs.items()})
     except (RuntimeError, IndexError, ValueError, TypeError, NotImplementedError) as e:
         if str(e).startswith(OVERLAP):

@@ -8,7 +8,6 @@ enter that key by type only.
 
 from __future__ import annotations
 
-import functools
 import warnings
 
 import jax
@@ -24,7 +23,7 @@ from xlanb.capture.nodes import lift, make_node
 from xlanb.capture.tensor import LazyTensor, new_tensor, value
 from xlanb.ir.node import Meta, Node, Scalar, data_node, meta_of
 from xlanb.lower.dtypes import to_jax_dtype, to_torch_dtype
-from xlanb.lower.fallback import probe_on_cpu, with_warnings
+from xlanb.lower.fallback import host_dispatch, probe_on_cpu, with_warnings
 from xlanb.lower.registry import lookup
 from xlanb.runtime.transfer import upload
 from xlanb.state import runtime_state
@@ -66,7 +65,7 @@ class OpPlan:
         self.rule = lookup(self.name)
         self.meta_cache: dict = {}
         self.returns_list = len(schema.returns) == 1 and str(schema.returns[0].type).startswith("List")
-        self.warns: dict = {}       # meta_cache keys whose kernels warn -> the kernel calls that warn again
+        self.warns: dict = {}       # meta_cache keys whose kernels warn -> their warnings, given at each call
 
 
 def plan_of(func) -> OpPlan:
@@ -187,9 +186,9 @@ def infer_meta(func, plan: OpPlan, nargs, nkwargs, on_miss=None, rewritten: bool
         key = None
     else:
         if plan.warns:
-            again = plan.warns.get(key)
-            if again is not None:
-                again()
+            given = plan.warns.get(key)
+            if given is not None:
+                give_warnings(given)
         return meta
     outer, _rt.kernel_warnings = _rt.kernel_warnings, []
     try:
@@ -197,40 +196,40 @@ def infer_meta(func, plan: OpPlan, nargs, nkwargs, on_miss=None, rewritten: bool
     finally:
         found, _rt.kernel_warnings = _rt.kernel_warnings, outer
         if found and not rewritten:
-            again = give_warnings(found)
+            found = give_warnings(_each_text_once(found))
     if key is not None:
         plan.meta_cache[key] = meta
         if found and not rewritten:
             if len(plan.warns) > 1000:
                 plan.warns.clear()
-            plan.warns[key] = again
+            plan.warns[key] = found
     return meta
 
 
-def give_warnings(found: list):
-    """Gives the warnings an op's meta kernel and CPU probes raised on its signature's first call, each
-    text once, at the innermost frame outside xlanb (where torch shows a kernel's warning: the line that
-    called the op); returns what gives them at the signature's later calls, as CPU warns at every call.
-    `found`: (warnings, the kernel call that raised them) of each kernel that warned (their C++
-    warnings held back by lower/fallback.with_warnings, or they would reach the user after the op, out
-    of reach of any filter, probes' included). A later call runs again one kernel per warning text, as
-    torch runs it at top level: its C++ warnings then reach the user's line when the op returns, as
-    CPU's do, and a TORCH_WARN_ONCE stays once (no `warnings.catch_warnings` there: entering one
-    would make Python forget which lines have shown a warning already)."""
+def _each_text_once(found: list) -> tuple:
+    """The warnings an op's meta kernel and CPU probes raised (random_'s bound warning comes from both), each text once."""
+    seen: set = set()
+    kept = []
+    for w in found:
+        text = (w.category, str(w.message))
+        if text not in seen:
+            seen.add(text)
+            kept.append(w.message)
+    return tuple(kept)
+
+
+def give_warnings(messages: tuple) -> tuple:
+    """Gives the warnings of an op's signature at the innermost frame outside xlanb, where torch shows a
+    kernel's warning (the line that called the op), at each call: the kernels run on the signature's
+    first call only (the meta cache), their warnings are kept and given again (plan.warns), as CPU's
+    kernel warns at every call. Their C++ warnings are caught by lower/fallback.with_warnings: under
+    the user's op they would wait for it to return, past any filter, probes' included. Python's filters
+    apply at the user's line (the default one shows a warning once per line). A TORCH_WARN_ONCE is
+    given at each call too (CPU: once per process)."""
     level = outside_level()
-    given: set = set()
-    calls = []
-    for caught, call in found:
-        new = False
-        for w in caught:
-            text = (w.category, str(w.message))
-            if text not in given:
-                given.add(text)
-                new = True
-                warnings.warn(w.message, stacklevel=level)
-        if new:
-            calls.append(call)
-    return calls[0] if len(calls) == 1 else lambda: [call() for call in calls]
+    for message in messages:
+        warnings.warn(message, stacklevel=level)
+    return messages
 
 
 def _infer_on_miss(func, plan: OpPlan, nargs, nkwargs, on_miss):
@@ -301,9 +300,7 @@ def _meta_kernel(func, margs, mkwargs, quiet: bool):
     on every call, and CPU refuses an in-place op's resized self (the probe on the arguments as
     given says so)."""
     out, caught = with_warnings(func, *margs, **mkwargs)
-    caught = [w for w in caught if not (quiet and str(w.message).startswith(RESIZED))]
-    if caught:
-        _rt.kernel_warnings.append((caught, functools.partial(func, *margs, **mkwargs)))
+    _rt.kernel_warnings.extend(w for w in caught if not (quiet and str(w.message).startswith(RESIZED)))
     return out
 
 
@@ -412,7 +409,8 @@ def _pointwise_on_cpu(func, margs, mkwargs, out, small: bool):
     taken), else of one element (any shape broadcasts with them). CPU's error is raised, and CPU's
     result dtype taken where the meta kernel's differs (prims.signbit)."""
     try:
-        cpu = probe_on_cpu(func, *[_one(a, small) for a in margs], **{k: _one(v, small) for k, v in mkwargs.items()})
+        with torch.no_grad(), host_dispatch():     # the probes made at top-level state too
+            cpu = probe_on_cpu(func, *[_one(a, small) for a in margs], **{k: _one(v, small) for k, v in mkwargs.items()})
     except _PROBE_ERRORS as cpu_error:
         if not is_verdict(func, cpu_error, margs, mkwargs):
             return out

@@ -32,7 +32,7 @@ import re
 
 import torch
 
-from xlanb.lower.fallback import probe_on_cpu
+from xlanb.lower.fallback import host_dispatch, probe_on_cpu
 
 VERDICT_ELEMENTS = 4096
 # dtypes whose CPU kernels are the reference (complex ones are complete, and refuse what no backend
@@ -142,7 +142,8 @@ def is_verdict(func, error: Exception, args, kwargs) -> bool:
             return torch.ones((), dtype=torch.float32 if x.dtype in HALF else x.dtype).expand(x.shape)
         return type(x)(as_float32(y) for y in x) if isinstance(x, (list, tuple)) else x
     try:
-        probe_on_cpu(func, *as_float32(tuple(args)), **{k: as_float32(v) for k, v in kwargs.items()})
+        with torch.no_grad(), host_dispatch():     # the probes made at top-level state too
+            probe_on_cpu(func, *as_float32(tuple(args)), **{k: as_float32(v) for k, v in kwargs.items()})
     except NotImplementedError:
         return True
     except Exception:       # noqa: BLE001 - any other answer: float32 has a kernel, or the probe says nothing
@@ -191,7 +192,7 @@ def cpu_verdict(func, args, kwargs, out=None):
     first = None
     for fill in (0, 1):
         try:
-            with rng_kept(func):
+            with torch.no_grad(), host_dispatch(), rng_kept(func):
                 result = probe_on_cpu(func, *_probes(tuple(args), fill, standin),
                                       **{k: _probes(v, fill, standin) for k, v in kwargs.items()})
         except _Unprobeable:

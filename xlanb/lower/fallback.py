@@ -6,7 +6,6 @@ metrics counts as `aten::<op>` and `executed_fallback_ops()` lists.
 
 from __future__ import annotations
 
-import functools
 import warnings
 
 import jax
@@ -78,33 +77,26 @@ def with_warnings(fn, *args, **kwargs) -> tuple:
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         _own_warnings(call)
-    result, error = outcome[0]
+    result, error = outcome.pop()
     if error is not None:
-        raise error
+        try:
+            raise error
+        finally:        # no cycle between the error and this frame: collected as garbage, it would take the
+            error = None    # tensors its frames hold (torch 2.9 clears a subclass's slots while autograd holds it)
     return result, caught
 
 
 def probe_on_cpu(fn, *args, **kwargs):
     """fn(*args, **kwargs) as a probe of CPU's kernels (their verdict, their dtypes), at top-level dispatch
     state and without autograd. Its warnings are not the user's: inside infer_meta's scope
-    (runtime_state().kernel_warnings a list) they are collected there with the call that gives them
-    again, to be given as CPU gives them (capture/record.py's give_warnings); elsewhere dropped."""
+    (runtime_state().kernel_warnings a list) they are collected there, to be given as CPU gives them
+    (capture/record.py's give_warnings); elsewhere dropped."""
     with torch.no_grad(), host_dispatch():
         result, caught = with_warnings(fn, *args, **kwargs)
     collected = _rt.kernel_warnings
-    if caught and collected is not None:
-        collected.append((caught, functools.partial(_probe_again, fn, args, kwargs)))
+    if collected is not None:
+        collected.extend(caught)
     return result
-
-
-def _probe_again(fn, args, kwargs) -> None:
-    """A probe run again to give its warnings at a later call (outside with_warnings: as torch gives
-    them), the CPU generator's state put back as the first run did (a probe draws no number of yours)."""
-    state = torch.random.get_rng_state()
-    try:
-        run_on_cpu(fn, args, kwargs)
-    finally:
-        torch.random.set_rng_state(state)
 
 
 def run_on_cpu(op, args, kwargs):

@@ -11,11 +11,12 @@ import torch
 
 from xlanb.events import Frame, in_package
 
+_XLANB_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "")
 # torch, xlanb itself, the standard library, and every installed package (IPython, jax, ...)
 _LIBRARY_DIRS = tuple(dict.fromkeys(
     os.path.join(p, "") for p in (
         os.path.dirname(torch.__file__),
-        os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+        _XLANB_DIR,
         os.path.dirname(os.__file__),
         sysconfig.get_paths()["purelib"],
         sysconfig.get_paths()["platlib"],
@@ -78,9 +79,6 @@ def user_location() -> tuple[str, int] | None:
     return None
 
 
-_XLANB_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "")
-
-
 def outside_level() -> int:
     """The `stacklevel` that makes a `warnings.warn` in the caller name the innermost frame outside
     xlanb: where torch's C++ would have shown a kernel's warning (the frame that called the op)."""
@@ -95,7 +93,7 @@ def outside_level() -> int:
 # the runtime's own code: a value read's "library frame" is the innermost frame outside these
 _RUNTIME_DIRS = tuple(dict.fromkeys(os.path.join(p, "") for p in (
     os.path.dirname(torch.__file__),
-    os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+    _XLANB_DIR,
     os.path.dirname(os.__file__),
 )))
 _SITE_DIRS = tuple(dict.fromkeys(os.path.join(p, "") for p in (sysconfig.get_paths()["purelib"],

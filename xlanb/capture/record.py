@@ -196,7 +196,8 @@ def infer_meta(func, plan: OpPlan, nargs, nkwargs, on_miss=None, rewritten: bool
     finally:
         found, _rt.kernel_warnings = _rt.kernel_warnings, outer
         if found and not rewritten:
-            found = give_warnings(_each_text_once(found))
+            found = _each_text_once(found)
+            give_warnings(found)
     if key is not None:
         plan.meta_cache[key] = meta
         if found and not rewritten:
@@ -218,7 +219,7 @@ def _each_text_once(found: list) -> tuple:
     return tuple(kept)
 
 
-def give_warnings(messages: tuple) -> tuple:
+def give_warnings(messages: tuple) -> None:
     """Gives the warnings of an op's signature at the innermost frame outside xlanb, where torch shows a
     kernel's warning (the line that called the op), at each call: the kernels run on the signature's
     first call only (the meta cache), their warnings are kept and given again (plan.warns), as CPU's
@@ -229,7 +230,6 @@ def give_warnings(messages: tuple) -> tuple:
     level = outside_level()
     for message in messages:
         warnings.warn(message, stacklevel=level)
-    return messages
 
 
 def _infer_on_miss(func, plan: OpPlan, nargs, nkwargs, on_miss):

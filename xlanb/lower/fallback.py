@@ -87,12 +87,11 @@ def with_warnings(fn, *args, **kwargs) -> tuple:
 
 
 def probe_on_cpu(fn, *args, **kwargs):
-    """fn(*args, **kwargs) as a probe of CPU's kernels (their verdict, their dtypes), at top-level dispatch
-    state and without autograd. Its warnings are not the user's: inside infer_meta's scope
-    (runtime_state().kernel_warnings a list) they are collected there, to be given as CPU gives them
-    (capture/record.py's give_warnings); elsewhere dropped."""
-    with torch.no_grad(), host_dispatch():
-        result, caught = with_warnings(fn, *args, **kwargs)
+    """fn(*args, **kwargs) as a probe of CPU's kernels (their verdict, their dtypes); the caller holds
+    `torch.no_grad()` and `host_dispatch()`, under which it also makes the probe tensors. Its warnings are
+    not the user's: inside infer_meta's scope (runtime_state().kernel_warnings a list) they are collected
+    there, to be given as CPU gives them (capture/record.py's give_warnings); elsewhere dropped."""
+    result, caught = with_warnings(fn, *args, **kwargs)
     collected = _rt.kernel_warnings
     if collected is not None:
         collected.extend(caught)

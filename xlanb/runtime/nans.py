@@ -57,13 +57,14 @@ def _has_nan(value, meta):
 def _nan_hint(x):
     """A traced boolean, set when float array `x` holds a NaN (never missed) and, rarely, when it does not.
     A sum propagates NaN and is the cheapest reduction XLA's CPU backend has (W3's step: a sum of each
-    output costs about a third of a max, which costs a quarter of isnan(x).any()); it is also set when
-    the sum meets inf - inf (an output holding both infinities, or overflowing partial sums), which
-    `check` then rules out exactly. 16-bit floats, whose partial sums overflow easily, take a max
-    (XLA's max propagates NaN, and max(inf, -inf) is inf: exact)."""
+    output costs about a third of a max, which costs a quarter of isnan(x).any()), where a max does not
+    always propagate it (XLA's vectorized CPU max drops a NaN: lower/rules/reduce.py's nan_reduce). It is
+    also set when the sum meets inf - inf (an output holding both infinities, or overflowing partial
+    sums), which `check` then rules out exactly. Floats narrower than 32 bits are summed in float32,
+    where their partial sums rarely overflow."""
     if x.dtype in (jnp.float32, jnp.float64, jnp.complex64, jnp.complex128):
         return jnp.isnan(jnp.sum(x))
-    return jnp.isnan(jnp.max(x))
+    return jnp.isnan(jnp.sum(x, dtype=jnp.float32))
 
 
 @jax.jit

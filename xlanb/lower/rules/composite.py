@@ -134,7 +134,8 @@ def _multi_margin(x, target, p, margin, weight, reduction):
     target = target.reshape(-1)
     c = x.shape[1]
     picked = jnp.take_along_axis(x, target[:, None], axis=1)
-    z = jnp.maximum(margin - picked + x, 0)
+    z = margin - picked + x
+    z = jnp.where(z > 0, z, 0)             # CPU adds z when z > 0: a NaN adds nothing
     z = jnp.where(p == 2, z * z, z)        # p is a (lifted) Scalar: 1 or 2
     if weight is not None:
         z = z * jnp.take(weight.astype(x.dtype), target)[:, None]
@@ -162,7 +163,8 @@ def _multilabel(x, target, reduction):
     rows = jnp.arange(x.shape[0])[:, None]
     is_target = jnp.zeros(x.shape, x.dtype).at[rows, jnp.where(valid, t, c)].set(1, mode="drop")
     xt = jnp.take_along_axis(x, jnp.where(valid, t, 0), axis=1)                 # (N, K)
-    z = jnp.maximum(1 - xt[:, :, None] + x[:, None, :], 0)                     # (N, K, C)
+    z = 1 - xt[:, :, None] + x[:, None, :]                                     # (N, K, C)
+    z = jnp.where(z > 0, z, 0)             # CPU adds z when z > 0: a NaN adds nothing
     z = z * valid[:, :, None] * (1 - is_target)[:, None, :]
     loss = jnp.sum(z, axis=(1, 2)) / c
     loss = loss.reshape(()) if unbatched else loss

@@ -62,10 +62,18 @@ def _embedding_bag(weight, indices, offsets, scale_grad_by_freq=False, mode=0, s
     seg = jnp.where(in_bag, bag, nb)                      # out-of-bag rows go to a dropped segment
     bag_size = jax.ops.segment_sum(in_bag.astype(jnp.int64), seg, num_segments=nb + 1)[:nb]
     if mode == _MAX:
-        m = jax.ops.segment_max(jnp.where(in_bag[:, None], rows, -jnp.inf), seg, num_segments=nb + 1)[:nb]
+        # CPU's kernel walks the bag keeping a row when it is greater than the best so far: a NaN in the
+        # first row stays (nothing compares greater than it), a later NaN is never taken
+        n = indices.shape[0]
+        positions = jnp.arange(n)
+        m = jax.ops.segment_max(jnp.where(in_bag[:, None] & ~jnp.isnan(rows), rows, -jnp.inf), seg,
+                                num_segments=nb + 1)[:nb]
         hit = (rows == jnp.take(m, jnp.minimum(seg, nb - 1), axis=0)) & in_bag[:, None]
-        first = jax.ops.segment_min(jnp.where(hit, jnp.arange(indices.shape[0])[:, None], indices.shape[0]),
-                                    seg, num_segments=nb + 1)[:nb]
+        first = jax.ops.segment_min(jnp.where(hit, positions[:, None], n), seg, num_segments=nb + 1)[:nb]
+        start = jax.ops.segment_min(jnp.where(in_bag, positions, n), seg, num_segments=nb + 1)[:nb]
+        leading_nan = jnp.isnan(jnp.take(rows, start, axis=0, mode="clip"))
+        first = jnp.where(leading_nan, start[:, None], first)
+        m = jnp.where(leading_nan, jnp.asarray(jnp.nan, m.dtype), m)
         nonempty = (bag_size > 0)[:, None]
         out = jnp.where(nonempty, m, 0)
         max_indices = jnp.where(nonempty, jnp.take(indices, first, mode="clip"), 0)

@@ -11,19 +11,25 @@ from jax import lax
 
 from xlanb.lower.registry import lowers
 from xlanb.lower.rules.autodiff import acc_dtype
+from xlanb.lower.rules.reduce import nan_reduce
 
 
-def _norm(diff, p):
-    """p-norm over the last dim, with torch's special cases for p = 0, 1, 2, inf."""
+def _norm(diff, p, nan_max=True):
+    """p-norm over the last dim, with torch's special cases for p = 0, 1, 2, inf. p = inf: pdist's
+    CPU kernel propagates NaN (nan_max); cdist's keeps a running max from 0 with std::max, which
+    passes over a NaN (a row of NaN is 0 away)."""
     a = jnp.abs(diff)
-    if p == 0:
-        return jnp.sum((a != 0).astype(diff.dtype), axis=-1)
+    if p == 0:      # CPU counts min(ceil(|d|), 1): a NaN makes the count NaN (a min inside XLA's
+        # vectorized CPU sum would drop it: the NaN is passed to the sum as it is)
+        return jnp.sum(jnp.where(jnp.isnan(a), a, (a != 0).astype(a.dtype)), axis=-1)
     if p == 1:
         return jnp.sum(a, axis=-1)
     if p == 2:
         return jnp.sqrt(jnp.sum(a * a, axis=-1))
     if math.isinf(p):
-        return jnp.max(a, axis=-1)
+        if nan_max:
+            return nan_reduce(jnp.max, a, -1, False)
+        return jnp.max(jnp.where(jnp.isnan(a), 0, a), axis=-1, initial=0)
     return jnp.sum(a ** p, axis=-1) ** (1.0 / p)
 
 
@@ -60,7 +66,7 @@ def cdist_forward(x1, x2, p, compute_mode):
         n2 = jnp.sum(x2 * x2, axis=-1)[..., None, :]
         dot = jnp.matmul(x1, jnp.swapaxes(x2, -1, -2), precision=lax.Precision.HIGHEST)
         return jnp.sqrt(jnp.maximum(n1 + n2 - 2 * dot, 0))
-    return _norm(x1[..., :, None, :] - x2[..., None, :, :], p)
+    return _norm(x1[..., :, None, :] - x2[..., None, :, :], p, nan_max=False)
 
 
 @lowers("aten._cdist_backward.default")

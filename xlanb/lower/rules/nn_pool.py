@@ -49,10 +49,12 @@ def _select_max(win, valid, bases, steps, lens, in_shape):
     m = jnp.max(win, axis=axis)
     hit = (win == jnp.expand_dims(m, axis)) & valid
     kk = jnp.argmax(hit, axis=axis)
-    if jnp.issubdtype(win.dtype, jnp.inexact):
+    if jnp.issubdtype(win.dtype, jnp.inexact):     # a NaN wins, the last one (jnp.max may drop it: nan_reduce)
         isn = jnp.isnan(win) & valid
         last_nan = win.shape[axis] - 1 - jnp.argmax(jnp.flip(isn, axis), axis=axis)
-        kk = jnp.where(jnp.any(isn, axis=axis), last_nan, kk)
+        any_nan = jnp.any(isn, axis=axis)
+        kk = jnp.where(any_nan, last_nan, kk)
+        m = jnp.where(any_nan, jnp.asarray(jnp.nan, m.dtype), m)
     kk = kk.astype(jnp.int64)
     flat = 0
     for d in range(k):

@@ -60,9 +60,13 @@ def _keep(out, x, axes, keepdim):
     return out
 
 
-def nan_reduce(fn, x, axes, keepdim):
-    """amax/amin that propagate NaN."""
-    out = fn(x, axis=axes, keepdims=keepdim)
+def nan_reduce(fn, x, axes, keepdim, **kw):
+    """A max or min reduction (`fn`: jnp.max or jnp.min, `kw`: its `initial`) that propagates NaN, as
+    torch's CPU kernels do. Every float max/min reduction of a rule goes through here: XLA's CPU
+    backend drops NaN from a vectorized max/min reduction (float32 and float64 past a few thousand
+    elements: `jnp.max` of 5000 values with one NaN is a number), and a small test input never
+    meets that path (tests/lower/test_nan_wide.py runs each rule on wide ones)."""
+    out = fn(x, axis=axes, keepdims=keepdim, **kw)
     if jnp.issubdtype(x.dtype, jnp.inexact):
         has_nan = jnp.any(jnp.isnan(x), axis=axes, keepdims=keepdim)
         out = jnp.where(has_nan, jnp.asarray(jnp.nan, out.dtype), out)
@@ -270,6 +274,8 @@ def vector_norm(x, ord, dim, keepdim, dtype):
     a = jnp.abs(x)
 
     def red(fn, v, **kw):
+        if fn is jnp.max or fn is jnp.min:
+            return nan_reduce(fn, v, axes, keepdim, **kw)
         return fn(v, axis=axes, keepdims=keepdim, **kw)
 
     if isinstance(ord, (int, float)):          # a constant (0, 1, -1, or unlifted)

@@ -11,7 +11,6 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 import numpy as np
-import torch
 from jax import lax
 
 from xlanb.lower.dtypes import to_jax_dtype

@@ -52,6 +52,7 @@ CASES = {
     "cdist 0": lambda x: torch.cdist(x.float(), x.float().flip(1), p=0),
     "adaptive_max_pool1d": lambda x: F.adaptive_max_pool1d(x.float().view(1, 3, WIDE), 3, return_indices=True),
     "adaptive_max_pool2d": lambda x: F.adaptive_max_pool2d(x.float().view(1, 3, 50, 100), 1, return_indices=True),
+    "max_pool1d wide kernel": lambda x: F.max_pool1d(x.float().view(1, 3, WIDE), WIDE, return_indices=True),
     "logsumexp": lambda x: x.float().logsumexp(1),
     "softmax": lambda x: x.float().softmax(1),
     "cummax": lambda x: x.cummax(1),

@@ -12,6 +12,9 @@ MAX2D = [
     ([3, 3], [2, 2], [1, 1], [1, 1], False, (2, 3, 9, 8)),
     ([2, 3], [], [0, 1], [1, 1], True, (1, 2, 7, 9)),
     ([3, 2], [2, 1], [1, 0], [2, 1], True, (3, 8, 7)),
+    # more taps than TAPS_AS_SLICES: the windows are gathered (a slice per tap compiled for minutes)
+    ([9, 9], [3, 2], [4, 1], [1, 2], True, (2, 3, 30, 31)),
+    ([1, 700], [], [0, 0], [1, 1], False, (1, 2, 3, 700)),
 ]
 
 
@@ -23,6 +26,13 @@ def test_max_pool2d_with_indices_and_backward(case):
     out, idx = op("aten.max_pool2d_with_indices.default")(x, k, s, p, d, ceil)
     g = torch.randn(out.shape)
     ncheck("aten.max_pool2d_with_indices_backward.default", g, x, k, s, p, d, ceil, idx, atol=A)
+
+
+def test_max_pool2d_wide_kernel_nan_and_ties():
+    x = torch.zeros(2, 1, 12, 12)
+    x[0, 0, 3, 4] = float("nan")
+    x[1, 0, 5, :] = 1.0                     # ties: the first index, as CPU
+    ncheck("aten.max_pool2d_with_indices.default", x, [12, 12], [], [0, 0], [1, 1], False)
 
 
 def test_max_pool2d_ties_nan_inf_and_float64():

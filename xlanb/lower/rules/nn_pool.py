@@ -68,6 +68,9 @@ def _select_max(win, valid, bases, steps, lens, in_shape):
 
 # Max pooling -----------------------------------------------------------------------------
 
+TAPS_AS_SLICES = 64      # windows of more taps are gathered: a slice per tap compiles in O(taps)
+
+
 def _max_pool(x, k, kernel_size, stride, padding, dilation, ceil_mode):
     ks, st, pd, dl = _params(k, kernel_size, stride, padding, dilation)
     in_shape = x.shape[-k:]
@@ -75,18 +78,40 @@ def _max_pool(x, k, kernel_size, stride, padding, dilation, ceil_mode):
     out = [pool_out_size(n, a, s, p, d, ceil_mode) for n, a, s, p, d in zip(in_shape, ks, st, pd, dl)]
     hi = [(o - 1) * s + d * (a - 1) + 1 - n - p for o, s, d, a, n, p in zip(out, st, dl, ks, in_shape, pd)]
     xp = lax.pad(x, jnp.array(_lowest(x.dtype), x.dtype), [(0, 0, 0)] * lead + [(p, h, 0) for p, h in zip(pd, hi)])
-    taps, valid = [], []
+    valid = []
     for off in itertools.product(*(range(a) for a in ks)):
-        start = [0] * lead + [o * d for o, d in zip(off, dl)]
-        limit = list(x.shape[:lead]) + [b + (o - 1) * s + 1 for b, o, s in zip(start[lead:], out, st)]
-        taps.append(lax.slice(xp, start, limit, [1] * lead + list(st)))
         pos = [np.arange(o) * s - p + f * d for o, s, p, f, d in zip(out, st, pd, off, dl)]
         ok = [(q >= 0) & (q < n) for q, n in zip(pos, in_shape)]
         valid.append(functools.reduce(np.logical_and, [v.reshape([-1 if i == j else 1 for j in range(k)])
                                                       for i, v in enumerate(ok)]))
-    win = jnp.stack(taps, axis=lead)
+    if math.prod(ks) > TAPS_AS_SLICES:       # a wide kernel (a global max pool): one gather a dim
+        win = _gathered_windows(xp, k, [(np.arange(o) * s)[:, None] + np.arange(a) * d
+                                        for o, s, a, d in zip(out, st, ks, dl)])
+    else:
+        taps = []
+        for off in itertools.product(*(range(a) for a in ks)):
+            start = [0] * lead + [o * d for o, d in zip(off, dl)]
+            limit = list(x.shape[:lead]) + [b + (o - 1) * s + 1 for b, o, s in zip(start[lead:], out, st)]
+            taps.append(lax.slice(xp, start, limit, [1] * lead + list(st)))
+        win = jnp.stack(taps, axis=lead)
     bases = [np.arange(o) * s - p for o, s, p in zip(out, st, pd)]
     return _select_max(win, np.stack(valid), bases, dl, ks, in_shape)
+
+
+def _gathered_windows(x, k, positions):
+    """x's last k dims gathered into windows: positions[d] (o_d, L_d) are indices into dim d; the
+    result is (..., L1 * ... * Lk, o1, ..., ok), taps in row-major order of (L1, ..., Lk)."""
+    lead = x.ndim - k
+    win = x
+    for d, idx in enumerate(positions):
+        o, length = idx.shape
+        axis = lead + 2 * d
+        win = jnp.take(win, jnp.asarray(idx.reshape(-1)), axis=axis)
+        win = win.reshape(win.shape[:axis] + (o, length) + win.shape[axis + 1:])
+    # (..., o1, L1, o2, L2, ...) -> (..., L1, L2, ..., o1, o2, ...)
+    perm = list(range(lead)) + [lead + 2 * d + 1 for d in range(k)] + [lead + 2 * d for d in range(k)]
+    out = tuple(idx.shape[0] for idx in positions)
+    return jnp.transpose(win, perm).reshape(x.shape[:lead] + (-1,) + out)
 
 
 def scatter_to_planes(grad, self, indices, k):
@@ -234,24 +259,17 @@ def adaptive_avg_pool3d_backward(grad_output, self):
 def _adaptive_max(x, k, output_size):
     out = expand(output_size, k)
     in_shape = x.shape[-k:]
-    lead = x.ndim - k
-    bases, lens, valids = [], [], []
-    win = x
+    bases, lens, valids, positions = [], [], [], []
     for d, o in enumerate(out):
         n = in_shape[d]
         start, end = _adaptive_windows(n, o)
         length = int((end - start).max())
         ls = np.arange(length)
-        idx = np.minimum(start[:, None] + ls, end[:, None] - 1)
-        axis = lead + 2 * d
-        win = jnp.take(win, jnp.asarray(idx.reshape(-1)), axis=axis)
-        win = win.reshape(win.shape[:axis] + (o, length) + win.shape[axis + 1:])
+        positions.append(np.minimum(start[:, None] + ls, end[:, None] - 1))
         bases.append(start)
         lens.append(length)
         valids.append((ls[:, None] < (end - start)[None, :]))     # (L_d, o_d)
-    # (..., o1, L1, o2, L2, ...) -> (..., L1, L2, ..., o1, o2, ...)
-    perm = list(range(lead)) + [lead + 2 * d + 1 for d in range(k)] + [lead + 2 * d for d in range(k)]
-    win = jnp.transpose(win, perm).reshape(x.shape[:lead] + (-1,) + tuple(out))
+    win = _gathered_windows(x, k, positions)
     valid = np.ones((1,) * (2 * k), bool)
     for d in range(k):
         shape = [1] * (2 * k)

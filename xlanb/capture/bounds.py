@@ -15,6 +15,10 @@ embedding, index_add/copy/fill, index_put) is checked:
   mid-way, so this is as close to the op as a lazy device gets (CUDA reports its device-side
   asserts the same way). The tensors that op computed hold clamped values.
 
+Integer division by zero is checked the same way (div with a rounding mode, floor_divide, remainder,
+fmod, computed in an integer dtype): CPU raises `RuntimeError: ZeroDivisionError`, XLA gives -1 or
+the dividend. A Python number divisor is checked at the op.
+
 Ops whose other integer arguments' values decide whether CPU raises (segment_reduce's lengths
 must sum to the data's size) are checked the first way only, when those values are host-readable;
 otherwise the op, a CPU fallback, raises torch's error when its program runs (runtime/executor.py).
@@ -75,21 +79,21 @@ def known_values(i) -> np.ndarray | None:
     return np.asarray(buf)          # waits for it when it is not ready
 
 
-def check(i, lo: int, hi: int, errors) -> None:
-    """Index tensor `i` must hold values in [lo, hi). `errors()` gives `error_for`, where
-    `error_for(v)` is the exception CPU raises when v is the first value out of range (asked for
-    only when needed). Raised now, or left to the graph (module docstring)."""
-    if i.dtype not in _INTEGER or i.numel() == 0:
+def check(i, lo: int, hi: int, errors, inside: bool = False) -> None:
+    """Index tensor `i` must hold values in [lo, hi) (with `inside`, none there: a divisor, [0, 1)).
+    `errors()` gives `error_for`, where `error_for(v)` is the exception CPU raises when v is the first
+    value out of range (asked for only when needed). Raised now, or left to the graph (module docstring)."""
+    if (i.dtype not in _INTEGER and not (inside and i.dtype == torch.bool)) or i.numel() == 0:
         return
     values = known_values(i)
     if values is not None:
         flat = values.reshape(-1)
-        bad = (flat < lo) | (flat >= hi)
+        bad = (flat >= lo) & (flat < hi) if inside else (flat < lo) | (flat >= hi)
         if bad.any():
             raise errors()(int(flat[int(bad.argmax())]))
         return
     if type(i) is LazyTensor:
-        _defer(i, lo, hi, errors)
+        _defer(i, lo, hi, errors, inside)
 
 
 @dataclasses.dataclass(eq=False)
@@ -99,16 +103,17 @@ class DeviceCheck:
     result: LazyTensor
     error_for: object
     where: tuple | None
+    divisor: bool = False       # an integer division's divisor, not an index
 
 
-def _defer(i: LazyTensor, lo: int, hi: int, errors) -> None:
+def _defer(i: LazyTensor, lo: int, hi: int, errors, inside: bool) -> None:
     scope = _rt.compile_scope
     if scope is not None and not scope.device_checks:
         return
     error_for = errors()
-    node = make_node("xlanb.bounds_check", "xlanb.bounds_check", (value(i), lo, hi), None,
+    node = make_node("xlanb.bounds_check", "xlanb.bounds_check", (value(i), lo, hi, inside), None,
                      intern_meta((2,), torch.int64))
-    _rt.device_checks.append(DeviceCheck(new_tensor(node, node.meta), error_for, user_location()))
+    _rt.device_checks.append(DeviceCheck(new_tensor(node, node.meta), error_for, user_location(), inside))
 
 
 def raise_failed(ready_only: bool = False) -> None:
@@ -129,9 +134,10 @@ def raise_failed(ready_only: bool = False) -> None:
         if flag:
             error = c.error_for(v)
             where = f" at {c.where[0]}:{c.where[1]}" if c.where else ""
-            error.add_note(f"xlanb: raised by the op{where}, whose index was computed on the device: an XLA program "
+            what, held = ("divisor", "XLA's quotients (-1 or the dividend)") if c.divisor else ("index", "clamped values")
+            error.add_note(f"xlanb: raised by the op{where}, whose {what} was computed on the device: an XLA program "
                            "cannot raise mid-way, so the check ran in the graph and is raised at this value read; "
-                           "the tensors that op computed hold clamped values")
+                           f"the tensors that op computed hold {held}")
             raise error
 
 
@@ -207,8 +213,45 @@ def _value_checked(keys: tuple):
     return wrap
 
 
+# integer division ops (in-place and out= forms share the name): CPU raises when a divisor is 0
+_DIVISIONS = frozenset({"div", "div_", "floor_divide", "floor_divide_", "remainder", "remainder_", "fmod", "fmod_"})
+
+
+def _divisor_checked(inner):
+    def h(func, args, kwargs):
+        if len(args) > 1 and _integer_division(func, args, kwargs or {}):
+            d = args[1]
+            if isinstance(d, torch.Tensor):
+                def errors():
+                    spec, shape = probe_spec(args, kwargs), tuple(d.shape)
+
+                    def error_for(v):
+                        fallback = RuntimeError("ZeroDivisionError")
+                        return cpu_error(func, spec, 1, np.zeros(shape, dtype=np.int64), fallback)
+                    return error_for
+                check(d, 0, 1, errors, inside=True)
+            elif d == 0:
+                raise_cpu_error(func, args, kwargs or {})
+        return inner(func, args, kwargs)
+    return h
+
+
+def _integer_division(func, args, kwargs) -> bool:
+    """The op divides in an integer dtype: true division (div without a rounding mode) never does."""
+    if func._schema.name in ("aten::div", "aten::div_") and kwargs.get("rounding_mode") is None:
+        return False
+    x, d = args[0], args[1]
+    if not isinstance(x, (torch.Tensor, int)) or not isinstance(d, (torch.Tensor, int)):
+        return False        # a float or complex number: a float computation
+    dtype = torch.result_type(x, d)
+    return not (dtype.is_floating_point or dtype.is_complex or dtype == torch.bool)
+
+
 def bounded(name: str):
-    """A handler wrapper checking the index of op `name` (one of _OPS), or None."""
+    """A handler wrapper checking the index of op `name` (one of _OPS) or the divisor of an integer
+    division, or None."""
+    if name in _DIVISIONS:
+        return _divisor_checked
     if name in _VALUE_CHECKED:
         return _value_checked(_VALUE_CHECKED[name])
     spec = _OPS.get(name)

@@ -31,10 +31,11 @@ def rng_next(key_data):
 
 
 @lowers("xlanb.bounds_check")
-def bounds_check(index, lo, hi):
-    """[1 if any index value is outside [lo, hi) else 0, the first such value] (capture/bounds)."""
+def bounds_check(index, lo, hi, inside=False):
+    """[1 if any index value is outside [lo, hi) (with `inside`: inside it) else 0, the first such
+    value] (capture/bounds)."""
     flat = index.reshape(-1).astype(jnp.int64)
-    bad = (flat < lo) | (flat >= hi)
+    bad = ((flat >= lo) & (flat < hi)) if inside else ((flat < lo) | (flat >= hi))
     first = jnp.argmax(bad)
     return jnp.stack([jnp.any(bad).astype(jnp.int64), jnp.where(bad[first], flat[first], 0)])
 

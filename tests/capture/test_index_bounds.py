@@ -22,6 +22,12 @@ OPS = {
     "index_add": lambda x, i: x.index_add(0, i, torch.ones(2, device=x.device)),
     "index_copy": lambda x, i: x.index_copy(0, i, torch.ones(2, device=x.device)),
     "index_fill": lambda x, i: x.index_fill(0, i, 1.0),
+    "index_reduce": lambda x, i: x.index_reduce(0, i, torch.ones(2, device=x.device), "amax"),
+    "embedding_bag": lambda x, i: F.embedding_bag(i, x.view(5, 1), torch.tensor([0], device=x.device), mode="max"),
+    "nll_loss": lambda x, i: F.nll_loss(x.view(1, 5).expand(2, 5), i),
+    "cross_entropy": lambda x, i: F.cross_entropy(x.view(1, 5).expand(2, 5), i, reduction="none"),
+    "nll_loss2d": lambda x, i: F.nll_loss(x.view(1, 5, 1, 1).expand(1, 5, 2, 1), i.view(1, 2, 1)),
+    "multi_margin_loss": lambda x, i: F.multi_margin_loss(x.view(1, 5).expand(2, 5), i),
 }
 
 
@@ -133,10 +139,32 @@ def test_a_done_check_behind_a_pending_one_is_examined_without_comparing_tensors
     ambiguous"). Checks are equal only to themselves."""
     from xlanb.capture import bounds
     rt = xlanb.runtime_state()
-    pending = bounds.DeviceCheck(torch.zeros(2, dtype=torch.int64, device="xla") + 1, None, None)
-    rt.device_checks[:] = [pending] + [bounds.DeviceCheck(torch.tensor([0, 0], device="xla"), None, None)]
+    pending = bounds.DeviceCheck(torch.zeros(3, dtype=torch.int64, device="xla") + 1, None, None)
+    rt.device_checks[:] = [pending] + [bounds.DeviceCheck(torch.tensor([0, 0, 0], device="xla"), None, None)]
     try:
         bounds.raise_failed()
         assert [id(c) for c in rt.device_checks] == [id(pending)]
     finally:
         rt.device_checks.clear()
+
+
+@pytest.mark.parametrize("ignore", [-100, 7])
+def test_a_class_target_equal_to_ignore_index_is_no_error(ignore):
+    x = torch.randn(3, 5)
+    target = torch.tensor([1, ignore, 4])
+    want = F.cross_entropy(x, target, ignore_index=ignore)
+    got = F.cross_entropy(x.to("xla"), (target.to("xla") + 0), ignore_index=ignore)     # pending: in the graph
+    torch.testing.assert_close(got.cpu(), want)
+    torch.testing.assert_close(F.nll_loss(x.to("xla"), target.to("xla"), ignore_index=ignore).cpu(),
+                               F.nll_loss(x, target, ignore_index=ignore))
+
+
+def test_a_pending_check_names_the_first_bad_values_position():
+    """The graph's check returns the position of the first value out of range, so CPU's message,
+    which names it, is CPU's for the real index."""
+    i = torch.tensor([0, 1, 9], device="xla") * 1
+    with pytest.raises(RuntimeError) as xla:
+        F.embedding_bag(i, torch.zeros(3, 2, device="xla"), torch.tensor([0], device="xla")).cpu()
+    with pytest.raises(RuntimeError) as cpu:
+        F.embedding_bag(torch.tensor([0, 1, 9]), torch.zeros(3, 2), torch.tensor([0]))
+    assert str(xla.value) == str(cpu.value)

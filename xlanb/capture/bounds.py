@@ -2,14 +2,15 @@
 
 XLA clamps an out-of-range gather index and drops an out-of-range scatter; CPU raises. Every op
 that reads or writes through index values (x[i], index_select, gather, scatter, take,
-embedding, index_add/copy/fill, index_put) is checked:
+embedding, embedding_bag, index_add/copy/fill/reduce, index_put) or takes class indices (nll_loss
+and cross_entropy's targets, but ignore_index; multi_margin_loss's) is checked:
 
 - at the op, when the index's values cost nothing to read (a CPU tensor, or computed xla data in
   host memory): CPU's own error is raised, found by running the op on CPU with the real index
   and zeros for the data;
 - otherwise (an index computed in the pending graph, or resident on an accelerator) the graph
-  computes the check itself, one small node (any value out of range, and the first such value),
-  and the error is raised when a value is next read (`.item()`, `.cpu()`, `print`,
+  computes the check itself, one small node (any value out of range, the first such value and its
+  position), and the error is raised when a value is next read (`.item()`, `.cpu()`, `print`,
   `xlanb.sync(wait=True)`) or by a sync that finds the check done, or at the op itself in eager
   mode. An XLA program cannot raise
   mid-way, so this is as close to the op as a lazy device gets (CUDA reports its device-side
@@ -60,7 +61,13 @@ _OPS = {
     "index_copy_": (1, 2, False), "index_fill": (1, 2, True), "index_fill_": (1, 2, True),
     "take": (None, 1, True), "embedding": (0, 1, False),
     "searchsorted": (-1, "sorter", False),       # sorter indexes sorted_sequence's last dim
+    "index_reduce": (1, 2, False), "index_reduce_": (1, 2, False),
+    "_embedding_bag": (0, 1, False), "_embedding_bag_forward_only": (0, 1, False),
+    "multi_margin_loss": (-1, 1, False),
+    "nll_loss_forward": (1, 1, False), "nll_loss2d_forward": (1, 1, False),
 }
+_WEIGHT_ROWS = frozenset({"embedding", "_embedding_bag", "_embedding_bag_forward_only"})     # index rows of args[0]
+_CLASSES = frozenset({"nll_loss_forward", "nll_loss2d_forward"})     # class dim 1 (0 for 1-d input); ignore_index
 
 
 def known_values(i) -> np.ndarray | None:
@@ -79,26 +86,31 @@ def known_values(i) -> np.ndarray | None:
     return np.asarray(buf)          # waits for it when it is not ready
 
 
-def check(i, lo: int, hi: int, errors, inside: bool = False) -> None:
-    """Index tensor `i` must hold values in [lo, hi) (with `inside`, none there: a divisor, [0, 1)).
-    `errors()` gives `error_for`, where `error_for(v)` is the exception CPU raises when v is the first
-    value out of range (asked for only when needed). Raised now, or left to the graph (module docstring)."""
+def check(i, lo: int, hi: int, errors, inside: bool = False, ignore: int | None = None) -> None:
+    """Index tensor `i` must hold values in [lo, hi) (with `inside`, none there: a divisor, [0, 1)),
+    or `ignore`. `errors()` gives `error_for`, where `error_for(v, at)` is the exception CPU raises when
+    v, at flat position `at`, is the first value out of range (asked for only when needed). Raised now,
+    or left to the graph (module docstring)."""
     if (i.dtype not in _INTEGER and not (inside and i.dtype == torch.bool)) or i.numel() == 0:
         return
     values = known_values(i)
     if values is not None:
         flat = values.reshape(-1)
         bad = (flat >= lo) & (flat < hi) if inside else (flat < lo) | (flat >= hi)
+        if ignore is not None:
+            bad &= flat != ignore
         if bad.any():
-            raise errors()(int(flat[int(bad.argmax())]))
+            at = int(bad.argmax())
+            raise errors()(int(flat[at]), at)
         return
     if type(i) is LazyTensor:
-        _defer(i, lo, hi, errors, inside)
+        _defer(i, lo, hi, errors, inside, ignore)
 
 
 @dataclasses.dataclass(eq=False)
 class DeviceCheck:
-    """A bounds check computed in the graph: `result` is [any out of range, the first such value].
+    """A bounds check computed in the graph: `result` is [any out of range, the first such value, its
+    flat position].
     Equal only to itself (comparing the tensors would ask a tensor for a bool)."""
     result: LazyTensor
     error_for: object
@@ -106,13 +118,13 @@ class DeviceCheck:
     divisor: bool = False       # an integer division's divisor, not an index
 
 
-def _defer(i: LazyTensor, lo: int, hi: int, errors, inside: bool) -> None:
+def _defer(i: LazyTensor, lo: int, hi: int, errors, inside: bool, ignore: int | None) -> None:
     scope = _rt.compile_scope
     if scope is not None and not scope.device_checks:
         return
     error_for = errors()
-    node = make_node("xlanb.bounds_check", "xlanb.bounds_check", (value(i), lo, hi, inside), None,
-                     intern_meta((2,), torch.int64))
+    node = make_node("xlanb.bounds_check", "xlanb.bounds_check", (value(i), lo, hi, inside, ignore), None,
+                     intern_meta((3,), torch.int64))
     _rt.device_checks.append(DeviceCheck(new_tensor(node, node.meta), error_for, user_location(), inside))
 
 
@@ -130,9 +142,9 @@ def raise_failed(ready_only: bool = False) -> None:
     for c in done:
         checks.remove(c)
     for c in done:
-        flag, v = (int(x) for x in np.asarray(c.result._node.buffer))
+        flag, v, at = (int(x) for x in np.asarray(c.result._node.buffer))
         if flag:
-            error = c.error_for(v)
+            error = c.error_for(v, at)
             where = f" at {c.where[0]}:{c.where[1]}" if c.where else ""
             what, held = ("divisor", "XLA's quotients (-1 or the dividend)") if c.divisor else ("index", "clamped values")
             error.add_note(f"xlanb: raised by the op{where}, whose {what} was computed on the device: an XLA program "
@@ -225,7 +237,7 @@ def _divisor_checked(inner):
                 def errors():
                     spec, shape = probe_spec(args, kwargs), tuple(d.shape)
 
-                    def error_for(v):
+                    def error_for(v, at):
                         fallback = RuntimeError("ZeroDivisionError")
                         return cpu_error(func, spec, 1, np.zeros(shape, dtype=np.int64), fallback)
                     return error_for
@@ -268,10 +280,14 @@ def bounded(name: str):
                 if i.is_floating_point() or i.is_complex():
                     # CPU refuses a non-integer index; some meta kernels do not (embedding on torch 2.9)
                     raise_cpu_error(func, args, kwargs or {})
+                ignore = None
                 if dim_pos is None:
                     size, dim = x.numel(), 0
-                elif name == "embedding":
+                elif name in _WEIGHT_ROWS:
                     size, dim = x.shape[0] if x.dim() else 1, 0
+                elif name in _CLASSES:
+                    dim = 1 if x.dim() >= 2 else 0
+                    size, ignore = x.shape[dim] if x.dim() else 1, args[4] if len(args) > 4 else -100
                 elif dim_pos == -1:
                     size, dim = x.shape[-1] if x.dim() else 1, max(x.dim() - 1, 0)
                 else:
@@ -284,14 +300,14 @@ def bounded(name: str):
                 def errors():
                     spec, shape = probe_spec(args, kwargs), tuple(i.shape)
 
-                    def error_for(v):
+                    def error_for(v, at):
                         probe = np.zeros(shape, dtype=np.int64)      # the first value out of range, the rest 0
                         if probe.size:
-                            probe.reshape(-1)[0] = v
+                            probe.reshape(-1)[at] = v
                         fallback = IndexError(f"index {v} is out of bounds for dimension {dim} with size {size}")
                         return cpu_error(func, spec, index_pos, probe, fallback)
                     return error_for
-                check(i, -size if wraps else 0, size, errors)
+                check(i, -size if wraps else 0, size, errors, ignore=ignore)
             return inner(func, args, kwargs)
         return h
     return wrap

@@ -66,7 +66,7 @@ def check_indices(x, indices) -> None:
 
 def _check_bounds(i, dim: int, size: int) -> None:
     def errors():
-        return lambda v: IndexError(f"index {v} is out of bounds for dimension {dim} with size {size}")
+        return lambda v, at: IndexError(f"index {v} is out of bounds for dimension {dim} with size {size}")
     bounds.check(i, -size, size, errors)
 
 

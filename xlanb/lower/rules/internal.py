@@ -31,13 +31,15 @@ def rng_next(key_data):
 
 
 @lowers("xlanb.bounds_check")
-def bounds_check(index, lo, hi, inside=False):
-    """[1 if any index value is outside [lo, hi) (with `inside`: inside it) else 0, the first such
-    value] (capture/bounds)."""
+def bounds_check(index, lo, hi, inside=False, ignore=None):
+    """[1 if any index value is outside [lo, hi) (with `inside`: inside it) and is not `ignore` else 0,
+    the first such value, its flat position] (capture/bounds)."""
     flat = index.reshape(-1).astype(jnp.int64)
     bad = ((flat >= lo) & (flat < hi)) if inside else ((flat < lo) | (flat >= hi))
+    if ignore is not None:
+        bad = bad & (flat != ignore)
     first = jnp.argmax(bad)
-    return jnp.stack([jnp.any(bad).astype(jnp.int64), jnp.where(bad[first], flat[first], 0)])
+    return jnp.stack([jnp.any(bad).astype(jnp.int64), jnp.where(bad[first], flat[first], 0), first.astype(jnp.int64)])
 
 
 @lowers("xlanb.optimization_barrier")

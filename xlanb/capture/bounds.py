@@ -104,28 +104,48 @@ def check(i, lo: int, hi: int, errors, inside: bool = False, ignore: int | None 
             raise errors()(int(flat[at]), at)
         return
     if type(i) is LazyTensor:
-        _defer(i, lo, hi, errors, inside, ignore)
+        what = ("divisor", "XLA's quotients (-1 or the dividend)") if inside else ("index", "clamped values")
+        _defer(errors, "xlanb.bounds_check", (value(i), lo, hi, inside, ignore), torch.int64, *what)
+
+
+def check_floats(x, lo: float, hi: float, errors) -> None:
+    """Float tensor `x` must hold values in [lo, hi] (NaN is outside). `errors()` gives `error_for`,
+    where `error_for(v, at)` is CPU's exception for value v at flat position `at`, or None when CPU
+    takes it (CPU's own kernel has the last word: the range only says when to ask it)."""
+    if not x.is_floating_point() or x.numel() == 0:
+        return
+    values = known_values(x)
+    if values is not None:
+        flat = values.reshape(-1)
+        bad = ~((flat >= lo) & (flat <= hi))
+        if bad.any():
+            at = int(bad.argmax())
+            error = errors()(float(flat[at]), at)
+            if error is not None:
+                raise error
+        return
+    if type(x) is LazyTensor:
+        _defer(errors, "xlanb.range_check", (value(x), lo, hi), torch.float64, "values", "what XLA computed")
 
 
 @dataclasses.dataclass(eq=False)
 class DeviceCheck:
-    """A bounds check computed in the graph: `result` is [any out of range, the first such value, its
-    flat position].
-    Equal only to itself (comparing the tensors would ask a tensor for a bool)."""
+    """A check computed in the graph: `result` is [any value out of range, the first such value, its
+    flat position]. Equal only to itself (comparing the tensors would ask a tensor for a bool)."""
     result: LazyTensor
     error_for: object
     where: tuple | None
-    divisor: bool = False       # an integer division's divisor, not an index
+    what: str = "index"                 # what the op's checked argument is, for the error's note
+    held: str = "clamped values"        # what the tensors that op computed hold
 
 
-def _defer(i: LazyTensor, lo: int, hi: int, errors, inside: bool, ignore: int | None) -> None:
+def _defer(errors, op: str, args: tuple, dtype: torch.dtype, what: str, held: str) -> None:
     scope = _rt.compile_scope
     if scope is not None and not scope.device_checks:
         return
     error_for = errors()
-    node = make_node("xlanb.bounds_check", "xlanb.bounds_check", (value(i), lo, hi, inside, ignore), None,
-                     intern_meta((3,), torch.int64))
-    _rt.device_checks.append(DeviceCheck(new_tensor(node, node.meta), error_for, user_location(), inside))
+    node = make_node(op, op, args, None, intern_meta((3,), dtype))
+    _rt.device_checks.append(DeviceCheck(new_tensor(node, node.meta), error_for, user_location(), what, held))
 
 
 def raise_failed(ready_only: bool = False) -> None:
@@ -142,14 +162,13 @@ def raise_failed(ready_only: bool = False) -> None:
     for c in done:
         checks.remove(c)
     for c in done:
-        flag, v, at = (int(x) for x in np.asarray(c.result._node.buffer))
-        if flag:
-            error = c.error_for(v, at)
+        flag, v, at = np.asarray(c.result._node.buffer).tolist()
+        error = c.error_for(v, int(at)) if flag else None
+        if error is not None:
             where = f" at {c.where[0]}:{c.where[1]}" if c.where else ""
-            what, held = ("divisor", "XLA's quotients (-1 or the dividend)") if c.divisor else ("index", "clamped values")
-            error.add_note(f"xlanb: raised by the op{where}, whose {what} was computed on the device: an XLA program "
+            error.add_note(f"xlanb: raised by the op{where}, whose {c.what} was computed on the device: an XLA program "
                            "cannot raise mid-way, so the check ran in the graph and is raised at this value read; "
-                           f"the tensors that op computed hold {held}")
+                           f"the tensors that op computed hold {c.held}")
             raise error
 
 
@@ -259,11 +278,59 @@ def _integer_division(func, args, kwargs) -> bool:
     return not (dtype.is_floating_point or dtype.is_complex or dtype == torch.bool)
 
 
+# ops whose float argument CPU checks against a range: op name -> {overload: (argument position,
+# lo, hi, a value inside the range for the probe's other elements)}. A Python number there is
+# checked at the op; a tensor as an index is
+_FLOAT_RANGES = {
+    "binary_cross_entropy": {"default": (0, 0.0, 1.0, 0.5), "out": (0, 0.0, 1.0, 0.5)},
+    "bernoulli": {"default": (0, 0.0, 1.0, 0.5), "p": (1, 0.0, 1.0, 0.5), "out": (0, 0.0, 1.0, 0.5)},
+    "bernoulli_": {"Tensor": (1, 0.0, 1.0, 0.5), "float": (1, 0.0, 1.0, 0.5)},
+    "multinomial": {"default": (0, 0.0, float("inf"), 1.0), "out": (0, 0.0, float("inf"), 1.0)},
+    "normal": {"Tensor_Tensor": (1, 0.0, float("inf"), 1.0), "float_Tensor": (1, 0.0, float("inf"), 1.0),
+               "Tensor_float": (1, 0.0, float("inf"), 1.0), "Tensor_Tensor_out": (1, 0.0, float("inf"), 1.0),
+               "float_Tensor_out": (1, 0.0, float("inf"), 1.0), "Tensor_float_out": (1, 0.0, float("inf"), 1.0)},
+    "normal_": {"default": (2, 0.0, float("inf"), 1.0)},
+    "poisson": {"default": (0, 0.0, float("inf"), 1.0)},
+}
+
+
+def _float_ranged(overloads: dict):
+    def wrap(inner):
+        def h(func, args, kwargs):
+            spec = overloads.get(func._overloadname)
+            if spec is not None:
+                pos, lo, hi, fill = spec
+                v = args[pos] if len(args) > pos else (kwargs or {}).get(func._schema.arguments[pos].name)
+                if isinstance(v, torch.Tensor):
+                    check_floats(v, lo, hi, lambda: _error_for_value(func, args, kwargs, pos, v, fill))
+                elif isinstance(v, (int, float)) and not lo <= v <= hi:
+                    raise_cpu_error(func, args, kwargs or {})
+            return inner(func, args, kwargs)
+        return h
+    return wrap
+
+
+def _error_for_value(func, args, kwargs, pos: int, v, fill: float):
+    """error_for(value, at): CPU's error for the op with `value` at flat position `at` of argument `pos`
+    (the rest `fill`), or None when CPU takes it."""
+    spec, shape = probe_spec(args, kwargs), tuple(v.shape)
+
+    def error_for(bad, at):
+        if spec is None:
+            return None
+        probe = np.full(shape, fill, dtype=np.float64)
+        probe.reshape(-1)[at] = bad
+        return cpu_error(func, spec, pos, probe, None)
+    return error_for
+
+
 def bounded(name: str):
     """A handler wrapper checking the index of op `name` (one of _OPS) or the divisor of an integer
     division, or None."""
     if name in _DIVISIONS:
         return _divisor_checked
+    if name in _FLOAT_RANGES:
+        return _float_ranged(_FLOAT_RANGES[name])
     if name in _VALUE_CHECKED:
         return _value_checked(_VALUE_CHECKED[name])
     spec = _OPS.get(name)

@@ -42,6 +42,17 @@ def bounds_check(index, lo, hi, inside=False, ignore=None):
     return jnp.stack([jnp.any(bad).astype(jnp.int64), jnp.where(bad[first], flat[first], 0), first.astype(jnp.int64)])
 
 
+@lowers("xlanb.range_check")
+def range_check(x, lo, hi):
+    """[1 if any value is outside [lo, hi] or NaN else 0, the first such value, its flat position], in
+    float64 (capture/bounds)."""
+    flat = x.reshape(-1).astype(jnp.float64)
+    bad = ~((flat >= lo) & (flat <= hi))
+    first = jnp.argmax(bad)
+    return jnp.stack([jnp.any(bad).astype(jnp.float64), jnp.where(bad[first], flat[first], 0.0),
+                      first.astype(jnp.float64)])
+
+
 @lowers("xlanb.optimization_barrier")
 def optimization_barrier(*arrays):
     """XLA's optimization barrier: its outputs are its inputs, and no computation moves across it."""

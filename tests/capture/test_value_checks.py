@@ -1,0 +1,79 @@
+"""Float arguments CPU checks against a range (probabilities, rates, standard deviations, BCE's
+inputs) raise CPU's error, where XLA would compute: at the op when the values are host-readable or a
+Python number, at the next value read when the graph computes them (capture/bounds.py)."""
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+NAN, INF = float("nan"), float("inf")
+
+OPS = {
+    "binary_cross_entropy": lambda v: F.binary_cross_entropy(v, torch.full_like(v, 0.5)),
+    "bernoulli": lambda v: torch.bernoulli(v),
+    "bernoulli_ tensor p": lambda v: torch.zeros_like(v).bernoulli_(v),
+    "multinomial": lambda v: torch.multinomial(v, 1),
+    "normal std": lambda v: torch.normal(torch.zeros_like(v), v),
+    "normal float mean": lambda v: torch.normal(0.0, v),
+    "poisson": lambda v: torch.poisson(v),
+}
+RANGE = {"binary_cross_entropy": "unit", "bernoulli": "unit", "bernoulli_ tensor p": "unit"}
+BAD = {"unit": [[0.5, 1.5, 0.2], [0.5, -0.1, 0.2], [0.5, NAN, 0.2]],
+       "positive": [[0.5, -1.0, 0.2], [0.5, NAN, 0.2]]}
+GOOD = {"unit": [0.0, 0.5, 1.0], "positive": [0.0, 0.5, 3.0]}
+
+
+def _outcome(op, device, values, pending):
+    v = torch.tensor(values, device=device)
+    if pending:
+        v = v * 1                       # computed in the pending graph: its values are not on the host
+    try:
+        r = OPS[op](v).cpu()                 # a value read: a pending check is raised here
+        return "ok", (r.tolist() if op == "binary_cross_entropy" else tuple(r.shape))   # random: the shape
+    except RuntimeError as e:
+        return type(e).__name__, str(e)
+
+
+def _cases():
+    for op in sorted(OPS):
+        kind = RANGE.get(op, "positive")
+        for values in BAD[kind]:
+            yield op, values
+        if op != "multinomial":             # multinomial refuses a row of zeros: its good case is below
+            yield op, GOOD[kind]
+    yield "multinomial", [0.5, 0.0, 3.0]
+
+
+@pytest.mark.parametrize("op,values", list(_cases()))
+def test_out_of_range_float_argument_raises_cpu_error(op, values):
+    cpu = _outcome(op, "cpu", values, False)
+    xla = _outcome(op, "xla", values, False)                     # uploaded: at the op
+    pending = _outcome(op, "xla", values, True)                  # pending: at the value read
+    if cpu[0] == "ok" and op == "binary_cross_entropy":
+        assert xla[0] == pending[0] == "ok"
+        torch.testing.assert_close(torch.tensor(xla[1]), torch.tensor(cpu[1]))
+    else:
+        assert xla == cpu and pending == cpu
+
+
+@pytest.mark.parametrize("op", [lambda: torch.bernoulli(torch.zeros(3, device="xla"), p=1.5),
+                                lambda: torch.zeros(3, device="xla").bernoulli_(-0.5),
+                                lambda: torch.normal(torch.zeros(3, device="xla"), -1.0)])
+def test_an_out_of_range_number_raises_at_the_op(op):
+    with pytest.raises(RuntimeError) as xla:
+        op()
+    cpu_op = {0: lambda: torch.bernoulli(torch.zeros(3), p=1.5), 1: lambda: torch.zeros(3).bernoulli_(-0.5),
+              2: lambda: torch.normal(torch.zeros(3), -1.0)}
+    messages = set()
+    for f in cpu_op.values():
+        try:
+            f()
+        except RuntimeError as e:
+            messages.add(str(e))
+    assert str(xla.value) in messages
+
+
+def test_dropout_is_not_checked_into_an_error():
+    x = torch.ones(4, 4, device="xla")
+    assert F.dropout(x, 0.5, training=True).shape == (4, 4)
+    assert F.dropout(x, 0.0, training=True).cpu().eq(1).all()

@@ -77,3 +77,28 @@ def test_dropout_is_not_checked_into_an_error():
     x = torch.ones(4, 4, device="xla")
     assert F.dropout(x, 0.5, training=True).shape == (4, 4)
     assert F.dropout(x, 0.0, training=True).cpu().eq(1).all()
+
+
+def _cpu_or_xla(f, device, pending):
+    try:
+        return "ok", f(device, pending).cpu().tolist()
+    except RuntimeError as e:
+        return type(e).__name__, str(e)
+
+
+@pytest.mark.parametrize("shape,mask,n", [((3,), [True, True, True], 2), ((3,), [True, False, True], 2),
+                                          ((3, 2), [True, False], 2), ((3, 2), [True, False], 3)],
+                         ids=["short", "enough", "broadcast-short", "broadcast-enough"])
+def test_masked_scatter_with_too_short_a_source_raises_cpu_error(shape, mask, n):
+    def f(device, pending):
+        m = torch.tensor(mask, device=device)
+        m = m & m if pending else m
+        return torch.zeros(shape, device=device).masked_scatter(m, torch.arange(1.0, n + 1, device=device))
+    cpu = _cpu_or_xla(f, "cpu", False)
+    assert _cpu_or_xla(f, "xla", False) == cpu and _cpu_or_xla(f, "xla", True) == cpu
+
+
+@pytest.mark.parametrize("repeats", [[1, 2], [1, -1], [0, 0]])
+def test_repeat_interleave_with_a_negative_count_raises_cpu_error(repeats):
+    f = lambda device, pending: torch.repeat_interleave(torch.tensor(repeats, device=device) * 1)  # noqa: E731
+    assert _cpu_or_xla(f, "xla", True) == _cpu_or_xla(f, "cpu", False)

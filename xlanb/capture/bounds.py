@@ -324,11 +324,41 @@ def _error_for_value(func, args, kwargs, pos: int, v, fill: float):
     return error_for
 
 
+def _source_counted(inner):
+    """masked_scatter: CPU refuses a mask with more ones than the source has elements; the count is
+    checked as an index is (at most the source's size)."""
+    def h(func, args, kwargs):
+        if len(args) > 2 and isinstance(args[1], torch.Tensor) and isinstance(args[2], torch.Tensor):
+            mask, source = args[1], args[2]
+            try:
+                shape = torch.broadcast_shapes(args[0].shape, mask.shape)     # the ones of the broadcast mask count
+            except RuntimeError:
+                shape = None                                                  # the op raises CPU's error itself
+            if mask.dtype == torch.bool and mask.numel() and shape is not None:
+                count = aten.sum.default(aten.expand.default(mask, list(shape)), dtype=torch.int64)
+                size = source.numel()
+
+                def errors():
+                    def error_for(v, at):
+                        try:
+                            with torch.no_grad(), host_dispatch():
+                                probe_on_cpu(func, torch.zeros(v), torch.ones(v, dtype=torch.bool), torch.zeros(size))
+                        except _CPU_ERRORS as e:
+                            return type(e)(str(e))
+                        return None
+                    return error_for
+                check(count, 0, size + 1, errors)
+        return inner(func, args, kwargs)
+    return h
+
+
 def bounded(name: str):
     """A handler wrapper checking the index of op `name` (one of _OPS) or the divisor of an integer
     division, or None."""
     if name in _DIVISIONS:
         return _divisor_checked
+    if name in ("masked_scatter", "masked_scatter_"):
+        return _source_counted
     if name in _FLOAT_RANGES:
         return _float_ranged(_FLOAT_RANGES[name])
     if name in _VALUE_CHECKED:

@@ -21,7 +21,7 @@ from xlanb.capture.realize import check_execution, to_cpu
 from xlanb.capture.tensor import LazyTensor, new_tensor, tensor_meta, value, write_value
 from xlanb.capture.verdict import check_once
 from xlanb.ir.node import data_node, intern_meta
-from xlanb.lower.fallback import host_dispatch
+from xlanb.lower.fallback import host_dispatch, probe_on_cpu
 from xlanb.runtime.transfer import upload
 from xlanb.state import emit, runtime_state
 
@@ -240,7 +240,16 @@ def repeat_interleave(inner):
             return inner(func, args, kwargs)
         check_once(func, args, kwargs)
         _cut(str(func))
-        kwargs["output_size"] = _count(aten.sum.default(repeats), str(func)) if repeats.numel() else 0
+        if not repeats.numel():
+            kwargs["output_size"] = 0
+            return inner(func, args, kwargs)
+        # the total and the smallest count in one read: CPU refuses a negative count
+        total, least = to_cpu(aten.stack.default([aten.sum.default(repeats), aten.min.default(repeats)]),
+                              cause=f"data-dependent op {func}").tolist()
+        if least < 0:
+            with torch.no_grad(), host_dispatch():
+                probe_on_cpu(func, torch.tensor([int(least)]))       # raises CPU's error
+        kwargs["output_size"] = total
         return inner(func, args, kwargs)
     return h
 

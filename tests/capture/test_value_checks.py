@@ -102,3 +102,29 @@ def test_masked_scatter_with_too_short_a_source_raises_cpu_error(shape, mask, n)
 def test_repeat_interleave_with_a_negative_count_raises_cpu_error(repeats):
     f = lambda device, pending: torch.repeat_interleave(torch.tensor(repeats, device=device) * 1)  # noqa: E731
     assert _cpu_or_xla(f, "xla", True) == _cpu_or_xla(f, "cpu", False)
+
+
+LINALG = {
+    "inv": lambda a: torch.linalg.inv(a),
+    "solve": lambda a: torch.linalg.solve(a, torch.ones(a.shape[:-1], device=a.device)),
+    "cholesky": lambda a: torch.linalg.cholesky(a),
+    "lu_factor": lambda a: torch.linalg.lu_factor(a)[0],
+    "matrix_power -1": lambda a: torch.linalg.matrix_power(a, -1),
+}
+MATRICES = {"singular": [[1.0, 2.0], [2.0, 4.0]], "indefinite": [[1.0, 2.0], [2.0, 1.0]],
+            "batch": [[[2.0, 0.0], [0.0, 1.0]], [[1.0, 1.0], [1.0, 1.0]]], "fine": [[2.0, 1.0], [1.0, 2.0]]}
+
+
+@pytest.mark.parametrize("matrix", sorted(MATRICES))
+@pytest.mark.parametrize("op", sorted(LINALG))
+def test_linalg_on_a_singular_or_indefinite_matrix_raises_cpu_error(op, matrix):
+    def f(device, pending):
+        a = torch.tensor(MATRICES[matrix], device=device)
+        return LINALG[op](a * 1 if pending else a)
+    cpu = _cpu_or_xla(f, "cpu", False)
+    for pending in (False, True):
+        xla = _cpu_or_xla(f, "xla", pending)
+        if cpu[0] == "ok":
+            torch.testing.assert_close(torch.tensor(xla[1]), torch.tensor(cpu[1]))
+        else:
+            assert xla == cpu                   # LinAlgError where CPU raises it (its type's name compared)

@@ -86,9 +86,10 @@ def known_values(i) -> np.ndarray | None:
     return np.asarray(buf)          # waits for it when it is not ready
 
 
-def check(i, lo: int, hi: int, errors, inside: bool = False, ignore: int | None = None) -> None:
+def check(i, lo: int, hi: int, errors, inside: bool = False, ignore: int | None = None, what=None) -> None:
     """Index tensor `i` must hold values in [lo, hi) (with `inside`, none there: a divisor, [0, 1)),
-    or `ignore`. `errors()` gives `error_for`, where `error_for(v, at)` is the exception CPU raises when
+    or `ignore`. `what`: (what `i` is, what the op's outputs hold then) for a deferred check's note.
+    `errors()` gives `error_for`, where `error_for(v, at)` is the exception CPU raises when
     v, at flat position `at`, is the first value out of range (asked for only when needed). Raised now,
     or left to the graph (module docstring)."""
     if (i.dtype not in _INTEGER and not (inside and i.dtype == torch.bool)) or i.numel() == 0:
@@ -101,10 +102,12 @@ def check(i, lo: int, hi: int, errors, inside: bool = False, ignore: int | None 
             bad &= flat != ignore
         if bad.any():
             at = int(bad.argmax())
-            raise errors()(int(flat[at]), at)
+            error = errors()(int(flat[at]), at)
+            if error is not None:
+                raise error
         return
     if type(i) is LazyTensor:
-        what = ("divisor", "XLA's quotients (-1 or the dividend)") if inside else ("index", "clamped values")
+        what = what or (("divisor", "XLA's quotients (-1 or the dividend)") if inside else ("index", "clamped values"))
         _defer(errors, "xlanb.bounds_check", (value(i), lo, hi, inside, ignore), torch.int64, *what)
 
 
@@ -352,11 +355,38 @@ def _source_counted(inner):
     return h
 
 
+def _info_checked(inner):
+    """_linalg_check_errors (linalg.inv, solve, cholesky, lu_factor... call it with their `info`): CPU
+    raises LinAlgError for a singular or not positive-definite input; XLA's factorization gives inf or
+    NaN. `info` is checked as an index is, and CPU's own check words the error."""
+    def h(func, args, kwargs):
+        info = args[0]
+        if isinstance(info, torch.Tensor) and info.numel():
+            def errors():
+                shape = tuple(info.shape)
+
+                def error_for(v, at):
+                    probe = torch.zeros(shape, dtype=torch.int32)
+                    probe.view(-1)[at] = v
+                    try:
+                        with torch.no_grad(), host_dispatch():
+                            probe_on_cpu(func, probe, *args[1:], **(kwargs or {}))
+                    except _CPU_ERRORS as e:
+                        return type(e)(str(e))
+                    return None
+                return error_for
+            check(info, 0, 1, errors, what=("factorization's info", "what XLA computed (inf or NaN)"))
+        return inner(func, args, kwargs)
+    return h
+
+
 def bounded(name: str):
     """A handler wrapper checking the index of op `name` (one of _OPS) or the divisor of an integer
     division, or None."""
     if name in _DIVISIONS:
         return _divisor_checked
+    if name == "_linalg_check_errors":
+        return _info_checked
     if name in ("masked_scatter", "masked_scatter_"):
         return _source_counted
     if name in _FLOAT_RANGES:

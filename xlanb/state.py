@@ -80,6 +80,9 @@ class Runtime:
         self.deferred: list[BaseException] = []
         # index bounds checks computed in the graph, raised at the next value read (capture.bounds)
         self.device_checks: list = []
+        # (id of a computed buffer, a check's bounds) -> the buffer, for host-readable buffers that passed
+        # that check (capture/bounds.py; kept so that the id stays theirs)
+        self.passed_checks: dict = {}
         # debug_nans: checked graphs whose NaN flag is not read yet, oldest first, and the NaN one of
         # them was found to hold (runtime/nans.py), raised by capture once the outputs are stored
         self.nan_checks: list = []

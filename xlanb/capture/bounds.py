@@ -94,6 +94,10 @@ def check(i, lo: int, hi: int, errors, inside: bool = False, ignore: int | None 
     or left to the graph (module docstring)."""
     if (i.dtype not in _INTEGER and not (inside and i.dtype == torch.bool)) or i.numel() == 0:
         return
+    buffer = i._node.buffer if type(i) is LazyTensor and i._node is not None else None
+    passed = (id(buffer), lo, hi, inside, ignore)
+    if buffer is not None and _rt.passed_checks.get(passed) is buffer:      # a step's targets, checked last step
+        return
     values = known_values(i)
     if values is not None:
         flat = values.reshape(-1)
@@ -105,6 +109,10 @@ def check(i, lo: int, hi: int, errors, inside: bool = False, ignore: int | None 
             error = errors()(int(flat[at]), at)
             if error is not None:
                 raise error
+        elif buffer is not None:        # a buffer's values never change: it passes the same check again
+            if len(_rt.passed_checks) >= 256:       # at most 256 small buffers (known_values reads <= _MAX_READ)
+                _rt.passed_checks.clear()
+            _rt.passed_checks[passed] = buffer
         return
     if type(i) is LazyTensor:
         what = what or (("divisor", "XLA's quotients (-1 or the dividend)") if inside else ("index", "clamped values"))

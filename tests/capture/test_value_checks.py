@@ -128,3 +128,23 @@ def test_linalg_on_a_singular_or_indefinite_matrix_raises_cpu_error(op, matrix):
             torch.testing.assert_close(torch.tensor(xla[1]), torch.tensor(cpu[1]))
         else:
             assert xla == cpu                   # LinAlgError where CPU raises it (its type's name compared)
+
+
+@pytest.mark.parametrize("values,classes", [([0, 2], 3), ([0, 4], 3), ([0, -1], 3), ([0, 4], -1), ([0, -2], -1),
+                                            ([], 3), ([], -1)])
+def test_one_hot_checks_class_values_as_cpu(values, classes):
+    """torch checks one_hot's values on CPU only (a device assert elsewhere): xla checks them as an index."""
+    def f(device, pending):
+        t = torch.tensor(values, dtype=torch.int64, device=device)
+        return F.one_hot(t * 1 if pending else t, classes)
+    cpu = _cpu_or_xla(f, "cpu", False)
+    assert _cpu_or_xla(f, "xla", False) == cpu and _cpu_or_xla(f, "xla", True) == cpu
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.int32])
+def test_one_hot_refuses_a_non_long_tensor_as_cpu(dtype):
+    with pytest.raises(RuntimeError) as cpu:
+        F.one_hot(torch.tensor([1], dtype=dtype), 3)
+    with pytest.raises(RuntimeError) as xla:
+        F.one_hot(torch.tensor([1], dtype=dtype, device="xla"), 3)
+    assert str(xla.value) == str(cpu.value)

@@ -388,6 +388,32 @@ def _info_checked(inner):
     return h
 
 
+def one_hot(self, num_classes: int = -1):
+    """aten.one_hot for xla tensors (registered above autograd: capture/factories.py). torch checks the
+    class values on CPU only and leaves them to a device assert elsewhere; xla checks them as an index,
+    then runs torch's own composite (its Python form, which checks no dtype: CPU's check is asked)."""
+    if self.dtype != torch.int64 or (num_classes == -1 and not self.numel()):
+        raise_cpu_error(aten.one_hot.default, (self, num_classes), {})
+    if self.numel():
+        hi = num_classes if num_classes >= 0 else 1 << 62      # -1: torch counts max + 1 itself
+
+        def errors():
+            shape = tuple(self.shape)
+
+            def error_for(v, at):
+                probe = torch.zeros(shape, dtype=torch.int64)
+                probe.view(-1)[at] = v
+                try:
+                    with torch.no_grad(), host_dispatch():
+                        probe_on_cpu(aten.one_hot.default, probe, num_classes if num_classes >= 0 else max(v + 1, 1))
+                except _CPU_ERRORS as e:
+                    return type(e)(str(e))
+                return None
+            return error_for
+        check(self, 0, hi, errors, what=("class values", "what XLA computed"))
+    return aten.one_hot.default.decompose(self, num_classes)
+
+
 def bounded(name: str):
     """A handler wrapper checking the index of op `name` (one of _OPS) or the divisor of an integer
     division, or None."""

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import torch
 
-from xlanb.capture import realize
+from xlanb.capture import bounds, realize
 from xlanb.capture.checks import check_representable, unsupported
 from xlanb.capture.frames import user_location
 from xlanb.capture.growth import lift_fill
@@ -145,6 +145,7 @@ def register_factories() -> None:
             break           # torch 2.9 parses no Quantized/Sparse XLA key: torch's own error stands
         for name in names:
             lib.impl(name, _refuse(name, kind), kind + backend)
+    lib.impl("one_hot", bounds.one_hot, "Autograd" + backend)      # above its composite: checks its values
     lib.impl("_copy_from", _copy_from, backend)
     lib.impl("_copy_from_and_resize", _copy_from_and_resize, backend)
     fill_backend_gaps(lib, backend)

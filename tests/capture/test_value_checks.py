@@ -148,3 +148,16 @@ def test_one_hot_refuses_a_non_long_tensor_as_cpu(dtype):
     with pytest.raises(RuntimeError) as xla:
         F.one_hot(torch.tensor([1], dtype=dtype, device="xla"), 3)
     assert str(xla.value) == str(cpu.value)
+
+
+@pytest.mark.parametrize("value,msg", [(0.0, "boom"), (0.0, None), (2.0, "boom"), (NAN, None), (False, "flag")])
+def test_assert_async_raises_as_on_cpu(value, msg):
+    """torch's own checks off the CPU call _assert_async: it raises when the value is zero (NaN is not)."""
+    extra = (msg,) if msg is not None else ()
+
+    def f(device, pending):
+        t = torch.tensor(value, device=device)
+        torch._assert_async(t | t if pending and t.dtype == torch.bool else t * 1 if pending else t, *extra)
+        return torch.ones(1, device=device)                     # a value read
+    cpu = _cpu_or_xla(f, "cpu", False)
+    assert _cpu_or_xla(f, "xla", False) == cpu and _cpu_or_xla(f, "xla", True) == cpu

@@ -414,11 +414,34 @@ def one_hot(self, num_classes: int = -1):
     return aten.one_hot.default.decompose(self, num_classes)
 
 
+def _asserted(inner):
+    """_assert_async(t[, msg]): torch's own check of a value off the CPU (quantile's q, for one), which
+    raises when t is zero; checked as an index is (at the op when t is host-readable)."""
+    def h(func, args, kwargs):
+        t = args[0]
+        if isinstance(t, torch.Tensor) and t.numel() == 1:
+            def errors():
+                def error_for(v, at):
+                    try:
+                        with torch.no_grad(), host_dispatch():
+                            probe_on_cpu(func, torch.zeros((), dtype=t.dtype), *args[1:])
+                    except _CPU_ERRORS as e:
+                        return type(e)(str(e))
+                    return None
+                return error_for
+            check(aten.ne.Scalar(t, 0), 0, 1, errors, inside=True, what=("asserted value", "what XLA computed"))
+            return None
+        return inner(func, args, kwargs)
+    return h
+
+
 def bounded(name: str):
     """A handler wrapper checking the index of op `name` (one of _OPS) or the divisor of an integer
     division, or None."""
     if name in _DIVISIONS:
         return _divisor_checked
+    if name == "_assert_async":
+        return _asserted
     if name == "_linalg_check_errors":
         return _info_checked
     if name in ("masked_scatter", "masked_scatter_"):

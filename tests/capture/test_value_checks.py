@@ -161,3 +161,22 @@ def test_assert_async_raises_as_on_cpu(value, msg):
         return torch.ones(1, device=device)                     # a value read
     cpu = _cpu_or_xla(f, "cpu", False)
     assert _cpu_or_xla(f, "xla", False) == cpu and _cpu_or_xla(f, "xla", True) == cpu
+
+
+@pytest.mark.parametrize("q", [[0.5], [1.5], [-0.1], [0.2, 0.9]])
+@pytest.mark.parametrize("op", [torch.quantile, torch.nanquantile], ids=["quantile", "nanquantile"])
+def test_quantile_checks_q_as_cpu(op, q):
+    """torch checks q's values on CPU only: xla checks them as a range above the composite."""
+    def f(device, pending):
+        qq = torch.tensor(q, device=device)
+        return op(torch.tensor([1.0, 2.0, 3.0, NAN], device=device), qq * 1 if pending else qq)
+    cpu = _cpu_or_xla(f, "cpu", False)
+    assert _cpu_or_xla(f, "xla", False) == cpu and _cpu_or_xla(f, "xla", True) == cpu
+
+
+def test_quantile_keeps_its_gradient():
+    x = torch.randn(4, 5, requires_grad=True)
+    xl = x.detach().to("xla").requires_grad_()
+    torch.quantile(x, torch.tensor([0.3]), dim=1).sum().backward()
+    torch.quantile(xl, torch.tensor([0.3], device="xla"), dim=1).sum().backward()
+    torch.testing.assert_close(xl.grad.cpu(), x.grad)

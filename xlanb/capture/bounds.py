@@ -435,6 +435,18 @@ def _asserted(inner):
     return h
 
 
+def q_checked(op):
+    """aten.quantile / nanquantile with a tensor q, for xla tensors (registered above autograd, as
+    one_hot): torch checks q's values on CPU only; xla checks them as a range, then runs torch's
+    composite."""
+    def quantile(self, q, dim=None, keepdim=False, *, interpolation="linear"):
+        def errors():
+            return _error_for_value(op, (self, q, dim, keepdim), {"interpolation": interpolation}, 1, q, 0.5)
+        check_floats(q, 0.0, 1.0, errors)
+        return op.decompose(self, q, dim, keepdim, interpolation=interpolation)
+    return quantile
+
+
 def bounded(name: str):
     """A handler wrapper checking the index of op `name` (one of _OPS) or the divisor of an integer
     division, or None."""

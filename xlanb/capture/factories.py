@@ -145,7 +145,9 @@ def register_factories() -> None:
             break           # torch 2.9 parses no Quantized/Sparse XLA key: torch's own error stands
         for name in names:
             lib.impl(name, _refuse(name, kind), kind + backend)
-    lib.impl("one_hot", bounds.one_hot, "Autograd" + backend)      # above its composite: checks its values
+    lib.impl("one_hot", bounds.one_hot, "Autograd" + backend)      # above their composites: check values
+    lib.impl("quantile", bounds.q_checked(aten.quantile.default), "Autograd" + backend)
+    lib.impl("nanquantile", bounds.q_checked(aten.nanquantile.default), "Autograd" + backend)
     lib.impl("_copy_from", _copy_from, backend)
     lib.impl("_copy_from_and_resize", _copy_from_and_resize, backend)
     fill_backend_gaps(lib, backend)

@@ -81,8 +81,8 @@ def known_values(i) -> np.ndarray | None:
     if node is None or node.buffer is None or i.numel() > _MAX_READ:
         return None
     buf = node.buffer
-    if any(dev.platform != "cpu" for dev in buf.devices()):
-        return None
+    if not buf.is_fully_addressable or any(dev.platform != "cpu" for dev in buf.devices()):
+        return None                 # on an accelerator, or partly in another process: checked in the graph
     return np.asarray(buf)          # waits for it when it is not ready
 
 
@@ -173,7 +173,10 @@ def raise_failed(ready_only: bool = False) -> None:
     for c in done:
         checks.remove(c)
     for c in done:
-        flag, v, at = np.asarray(c.result._node.buffer).tolist()
+        buf = c.result._node.buffer
+        if not buf.is_fully_addressable:        # over several processes: replicated, each holds the answer
+            buf = buf.addressable_data(0)
+        flag, v, at = np.asarray(buf).tolist()
         error = c.error_for(v, int(at)) if flag else None
         if error is not None:
             where = f" at {c.where[0]}:{c.where[1]}" if c.where else ""

@@ -227,12 +227,29 @@ def cpu_error(func, spec, index_pos: int, index_values: np.ndarray, fallback: Ba
         if pos == index_pos:
             return torch.from_numpy(np.array(index_values)).to(x.dtype).reshape(x.shape)   # a writable copy
         return torch.zeros(x.shape, dtype=x.dtype) if type(x) is _Zeros else x
+    error = cpu_raises(func, lambda: ([cpu(a, p) for p, a in enumerate(args)], {k: cpu(v, k) for k, v in kwargs.items()}))
+    return fallback if error is None else error
+
+
+def cpu_raises(func, make) -> BaseException | None:
+    """CPU's exception for `func` on the arguments `make()` returns, (args, kwargs), made inside the
+    probe's state (no grad, top-level dispatch): a fresh exception of its type and words, or None when
+    CPU takes them."""
     try:
-        with torch.no_grad(), host_dispatch():     # the probes made at top-level state too
-            probe_on_cpu(func, *[cpu(a, p) for p, a in enumerate(args)], **{k: cpu(v, k) for k, v in kwargs.items()})
+        with torch.no_grad(), host_dispatch():
+            args, kwargs = make()
+            probe_on_cpu(func, *args, **kwargs)
     except _CPU_ERRORS as e:
         return type(e)(str(e))
-    return fallback
+    return None
+
+
+def _one_value(shape: tuple, dtype: torch.dtype, v, at: int) -> torch.Tensor:
+    """Zeros of `shape` with `v` at flat position `at`: a probe holding one value out of range."""
+    probe = torch.zeros(shape, dtype=dtype)
+    if probe.numel():
+        probe.view(-1)[at] = v
+    return probe
 
 
 # ops whose other integer arguments' values decide whether CPU raises (segment lengths must sum to
@@ -354,12 +371,8 @@ def _source_counted(inner):
 
                 def errors():
                     def error_for(v, at):
-                        try:
-                            with torch.no_grad(), host_dispatch():
-                                probe_on_cpu(func, torch.zeros(v), torch.ones(v, dtype=torch.bool), torch.zeros(size))
-                        except _CPU_ERRORS as e:
-                            return type(e)(str(e))
-                        return None
+                        return cpu_raises(func, lambda: ((torch.zeros(v), torch.ones(v, dtype=torch.bool),
+                                                          torch.zeros(size)), {}))
                     return error_for
                 check(count, 0, size + 1, errors)
         return inner(func, args, kwargs)
@@ -377,14 +390,7 @@ def _info_checked(inner):
                 shape = tuple(info.shape)
 
                 def error_for(v, at):
-                    probe = torch.zeros(shape, dtype=torch.int32)
-                    probe.view(-1)[at] = v
-                    try:
-                        with torch.no_grad(), host_dispatch():
-                            probe_on_cpu(func, probe, *args[1:], **(kwargs or {}))
-                    except _CPU_ERRORS as e:
-                        return type(e)(str(e))
-                    return None
+                    return cpu_raises(func, lambda: ((_one_value(shape, torch.int32, v, at), *args[1:]), kwargs or {}))
                 return error_for
             check(info, 0, 1, errors, what=("factorization's info", "what XLA computed (inf or NaN)"))
         return inner(func, args, kwargs)
@@ -404,14 +410,8 @@ def one_hot(self, num_classes: int = -1):
             shape = tuple(self.shape)
 
             def error_for(v, at):
-                probe = torch.zeros(shape, dtype=torch.int64)
-                probe.view(-1)[at] = v
-                try:
-                    with torch.no_grad(), host_dispatch():
-                        probe_on_cpu(aten.one_hot.default, probe, num_classes if num_classes >= 0 else max(v + 1, 1))
-                except _CPU_ERRORS as e:
-                    return type(e)(str(e))
-                return None
+                classes = num_classes if num_classes >= 0 else max(v + 1, 1)
+                return cpu_raises(aten.one_hot.default, lambda: ((_one_value(shape, torch.int64, v, at), classes), {}))
             return error_for
         check(self, 0, hi, errors, what=("class values", "what XLA computed"))
     return aten.one_hot.default.decompose(self, num_classes)
@@ -425,12 +425,7 @@ def _asserted(inner):
         if isinstance(t, torch.Tensor) and t.numel() == 1:
             def errors():
                 def error_for(v, at):
-                    try:
-                        with torch.no_grad(), host_dispatch():
-                            probe_on_cpu(func, torch.zeros((), dtype=t.dtype), *args[1:])
-                    except _CPU_ERRORS as e:
-                        return type(e)(str(e))
-                    return None
+                    return cpu_raises(func, lambda: ((torch.zeros((), dtype=t.dtype), *args[1:]), {}))
                 return error_for
             check(aten.ne.Scalar(t, 0), 0, 1, errors, inside=True, what=("asserted value", "what XLA computed"))
             return None

@@ -1,4 +1,5 @@
-"""Index values out of range raise CPU's error, never a clamped value.
+"""Values CPU refuses raise CPU's error: indices out of range, never a clamped value, and the other
+checks torch's CPU kernels make on values (below).
 
 XLA clamps an out-of-range gather index and drops an out-of-range scatter; CPU raises. Every op
 that reads or writes through index values (x[i], index_select, gather, scatter, take,
@@ -16,9 +17,17 @@ and cross_entropy's targets, but ignore_index; multi_margin_loss's) is checked:
   mid-way, so this is as close to the op as a lazy device gets (CUDA reports its device-side
   asserts the same way). The tensors that op computed hold clamped values.
 
-Integer division by zero is checked the same way (div with a rounding mode, floor_divide, remainder,
-fmod, computed in an integer dtype): CPU raises `RuntimeError: ZeroDivisionError`, XLA gives -1 or
-the dividend. A Python number divisor is checked at the op.
+The same two ways check the other values CPU's kernels refuse, each error worded by CPU's own kernel
+run on a probe holding the bad value (`cpu_raises`):
+- integer division by zero (div with a rounding mode, floor_divide, remainder, fmod, computed in an
+  integer dtype): CPU raises `RuntimeError: ZeroDivisionError`, XLA gives -1 or the dividend; a
+  Python number divisor is checked at the op;
+- float arguments with a range (`_FLOAT_RANGES`: binary_cross_entropy's input, bernoulli and
+  multinomial probabilities, normal's std, poisson's rates; quantile's q), a float check node;
+- counts (masked_scatter's mask against its source), linalg's `info` (`_linalg_check_errors`), and
+  `_assert_async`, torch's own check off the CPU;
+- one_hot and quantile, whose values torch checks on CPU only, are registered above autograd for xla
+  (capture/factories.py): checked here, then torch's composite runs.
 
 Ops whose other integer arguments' values decide whether CPU raises (segment_reduce's lengths
 must sum to the data's size) are checked the first way only, when those values are host-readable;

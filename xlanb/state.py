@@ -41,8 +41,8 @@ class Runtime:
         # > 0: Compile events carry HLO texts and analyses; counts the open recording_texts()
         # scopes, which belong to whoever opened them (a loaded notebook extension): not reset
         self.want_texts = 0
-        # the global nn.Module hooks of capture.scopes while recording_modules() scopes are open
-        # (their count, handles, the marks of autograd sequence numbers, a weakref to the last
+        # capture.scopes' nn.Module.__call__ wrapper while recording_modules() scopes are open
+        # (their count, the wrapper put in, the marks of autograd sequence numbers, a weakref to the last
         # outermost module): owned by whoever opened them, as want_texts is: not reset
         self.module_hooks: list = [0, None, None, None]
         # compat: the mesh `xs.set_global_mesh` set (a user's setting, kept by reset() as the device is)

@@ -79,3 +79,54 @@ def test_a_forward_that_raises_leaves_no_module_running():
         y = outer(x, False)
         assert set(_ops_by_scope([y])) == {"good"}
     xlanb.sync()
+
+
+def test_module_calls_keep_torchs_fast_path_and_its_own_call_outside_scopes():
+    """Scopes wrap nn.Module.__call__ while recorded (no global module hook: torch's module call
+    keeps its fast path) and put torch's own back when the last scope closes."""
+    from torch.nn.modules import module as torch_module
+    torchs = nn.Module.__call__
+    net = nn.Sequential(nn.Linear(4, 4)).to("xla")
+    x = torch.ones(2, 4, device="xla")
+    xlanb.sync()
+    with recording_modules():
+        assert nn.Module.__call__ is not torchs
+        with recording_modules():
+            pass
+        assert nn.Module.__call__ is not torchs                  # the outer scope is still open
+        assert not (torch_module._global_forward_hooks or torch_module._global_forward_pre_hooks)
+        y = net(x)
+        assert set(_ops_by_scope([y])) == {"0"}
+    assert nn.Module.__call__ is torchs
+    assert runtime_state().module_scope is None
+    xlanb.sync()
+
+
+def test_a_wrapper_put_over_the_scopes_by_another_library_stays_and_records_nothing_after():
+    """Another library wraps Module.__call__ while a scope is open (as torch.fx does while it traces):
+    closing the scope leaves its wrapper in place, and the scope wrapper under it calls straight through."""
+    torchs = nn.Module.__call__
+    net = nn.Sequential(nn.Linear(4, 4)).to("xla")
+    x = torch.ones(2, 4, device="xla")
+    xlanb.sync()
+    try:
+        with recording_modules():
+            inner = nn.Module.__call__
+            calls = []
+
+            def theirs(self, *args, **kwargs):
+                calls.append(type(self).__name__)
+                return inner(self, *args, **kwargs)
+            nn.Module.__call__ = theirs
+        assert nn.Module.__call__ is theirs
+        y = net(x)
+        assert calls == ["Sequential", "Linear"]
+        assert runtime_state().module_stack == [] and runtime_state().module_scope is None
+        assert set(_ops_by_scope([y])) == {None}
+        with recording_modules():                 # a new scope wraps theirs, and names modules again
+            z = net(x)
+            assert set(_ops_by_scope([z])) == {"0"}
+        assert nn.Module.__call__ is theirs
+    finally:
+        nn.Module.__call__ = torchs
+    xlanb.sync()

@@ -95,9 +95,9 @@ def test_cache_size_1_from_the_environment(tmp_path):
 
 
 def test_module_scopes_do_not_break_a_compiled_module():
-    """The notebook records module scopes with global module hooks; dynamo traces a module call
-    through them. A compiled model is still one FX graph with no graph break, equals CPU, says
-    nothing about global hooks, and the scope hooks still name modules outside torch.compile."""
+    """The notebook records module scopes by wrapping nn.Module.__call__; dynamo traces a module
+    call through it. A compiled model is still one FX graph with no graph break, equals CPU, says
+    nothing about global hooks, and the wrapper still names modules outside torch.compile."""
     import warnings
 
     torch.manual_seed(0)
@@ -117,3 +117,18 @@ def test_module_scopes_do_not_break_a_compiled_module():
         (compile_event,) = of_type(hooks.since(mark), events.Compile)
     assert not [w for w in caught if "global hooks" in str(w.message)]
     assert "0" in {line.scope for line in compile_event.ir if not line.is_input}     # mlp's first Linear
+
+
+def test_module_scopes_do_not_break_a_compiled_function_that_calls_a_module():
+    """dynamo inlines the scope wrapper of nn.Module.__call__ when a compiled function calls a
+    module (the module is not the compiled object): still one graph, no break, CPU's values."""
+    torch.manual_seed(0)
+    model, x = mlp(), torch.randn(4, 20)
+    dev = copy.deepcopy(model).to("xla")
+    with hooks.recording_modules():
+        compiled = torch.compile(lambda inp: dev(inp) * 2, backend="xlanb")
+        mark = hooks.mark()
+        out = compiled(x.to("xla"))
+        found = hooks.since(mark)
+        assert len(of_type(found, events.DynamoGraph)) == 1 and of_type(found, events.DynamoBreak) == []
+    torch.testing.assert_close(out.cpu(), model(x) * 2)

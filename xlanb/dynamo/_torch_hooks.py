@@ -119,10 +119,10 @@ def install(lazy_tensor_type, is_xla, make_lr, packages: tuple[str, ...]) -> Non
 
 
 def trace_module_scopes(let_dynamo_trace) -> None:
-    """Module scopes' global hooks, seen by dynamo while it traces a module call, become two thin
-    functions that return at once when dynamo traces them. xlanb's files are on dynamo's skip
-    list, so the thin functions' code is marked as coming from outside them (a `co_filename` of
-    its own): dynamo inlines them, where `torch._dynamo.dont_skip_tracing` would cost a config
+    """Module scopes' `nn.Module.__call__` wrapper, seen by dynamo while it traces a module call,
+    becomes one that calls straight through when dynamo traces it. xlanb's files are on dynamo's skip
+    list, so the wrapper's code is marked as coming from outside them (a `co_filename` of
+    its own): dynamo inlines it, where `torch._dynamo.dont_skip_tracing` would cost a config
     patch (about 6 us) on every module call outside dynamo too."""
     import types
 

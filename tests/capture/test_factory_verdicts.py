@@ -53,11 +53,11 @@ def test_a_call_is_asked_once_and_a_large_one_not_made_on_cpu(monkeypatch):
     from xlanb.capture import factories
     asked = []
     verdict = factories._cpu_verdict
-    monkeypatch.setattr(factories, "_cpu_verdict", lambda *a: asked.append(a[0]) or verdict(*a))
+    monkeypatch.setattr(factories, "_cpu_verdict", lambda *a: asked.append(a[:2]) or verdict(*a))
     monkeypatch.setattr(factories, "_verdicts", {})
     for _ in range(3):
         torch.full((3,), 7, dtype=torch.int8, device="xla")
     assert len(asked) == 3 and len(factories._verdicts) == 1          # asked each call, run once
-    torch.zeros(100, 100, device="xla")                                 # 10,000 elements: not made on CPU
-    assert len(asked) == 3
+    torch.zeros(100, 100, device="xla")                                 # 10,000 elements: not made on CPU,
+    assert asked[3] == (torch.ops.aten.zeros.default, ((2, 2),))        # asked at 2 per dim
     xlanb.sync()

@@ -8,6 +8,7 @@ way (arange, eye, linspace, ...) are recorded directly. `_copy_from` serves
 
 from __future__ import annotations
 
+import numpy as np
 import torch
 
 from xlanb.capture import bounds, realize
@@ -45,6 +46,8 @@ def _record_factory(op, args: tuple, kwargs: dict):
         raise
     if out.numel() <= VERDICT_ELEMENTS:
         _cpu_verdict(op, args, kwargs)
+    else:
+        _large_verdict(op, args, kwargs)
     check_representable(str(op), out)
     meta = meta_of(out)
     if op is aten.full.default:
@@ -70,6 +73,44 @@ def _cpu_verdict(op, args: tuple, kwargs: dict) -> None:
     `full((2,), 300, dtype=int8)`, `randperm(3000, dtype=float16)`), and CPU's error is raised. Up to
     VERDICT_ELEMENTS elements (the caller's choice): a large result is not made twice."""
     raise_remembered(_verdicts, (op, args, tuple(sorted(kwargs.items()))), lambda: _run_on_cpu(op, args, kwargs))
+
+
+# factories whose size is their first argument, and those whose size arguments are counts
+_SIZED = frozenset({"empty", "zeros", "ones", "full", "empty_strided", "_efficientzerotensor"})
+_COUNTS = {"linspace": (2,), "logspace": (2,), "eye": (0, 1), "tril_indices": (0, 1), "triu_indices": (0, 1)}
+
+
+def _large_verdict(op, args: tuple, kwargs: dict) -> None:
+    """CPU's verdict on a factory call past VERDICT_ELEMENTS, without making its result on CPU: the call
+    at a few elements, as CPU's checks of a value against the dtype read no size (`full((5000,), 300,
+    dtype=int8)`: the fill value; `linspace`: its ends), and for randperm, whose n is the value
+    checked, CPU's check before it makes the permutation. arange's size is its values: not asked."""
+    name = op.overloadpacket.__name__
+    if name == "randperm":
+        raise_remembered(_verdicts, (op, args, tuple(sorted(kwargs.items()))), lambda: _randperm_error(args[0], kwargs))
+        return
+    if name in _SIZED:
+        standin = (tuple(min(n, 2) for n in args[0]),) + args[1:]      # CPU fills one element unchecked
+    elif name in _COUNTS:
+        standin = tuple(min(a, 2) if i in _COUNTS[name] else a for i, a in enumerate(args))
+    else:
+        return
+    _cpu_verdict(op, standin, kwargs)
+
+
+def _randperm_error(n: int, kwargs: dict):
+    """The error CPU raises for randperm(n) in this dtype, or None: CPU checks n against the dtype
+    before it resizes its out= tensor, which here cannot grow (numpy's memory), so no permutation of n
+    is made; that resize's refusal is no verdict."""
+    dtype = kwargs.get("dtype") or torch.int64
+    same_size = {1: np.uint8, 2: np.int16, 4: np.int32, 8: np.int64, 16: np.complex128}[dtype.itemsize]
+    out = torch.from_numpy(np.empty(0, same_size)).view(dtype)
+    try:
+        with torch.no_grad(), host_dispatch():
+            torch.randperm(n, out=out)
+    except _CPU_ERRORS as e:
+        return None if "not resizable" in str(e) else e
+    return None
 
 
 def _run_on_cpu(op, args: tuple, kwargs: dict):

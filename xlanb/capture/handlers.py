@@ -31,7 +31,7 @@ from xlanb.capture.record import NoMetaKernel, OpPlan, plan_of
 from xlanb.capture.verdict import check_once, raise_cpu_error
 from xlanb.capture.tensor import (LazyTensor, ViewStep, new_tensor, new_view, storage_of, tensor_meta, value,
                                   view_chain, write, write_value)
-from xlanb.capture.nodes import lift, make_node, new_node
+from xlanb.capture.nodes import lift, make_node, new_node, scalar_class
 from xlanb.ir.node import Meta, Node, Scalar, const_key, intern_meta, local_key, meta_of
 from xlanb.lower.fallback import host_dispatch
 from xlanb.state import emit, runtime_state
@@ -370,7 +370,7 @@ def make_binary(func, plan: OpPlan):
         elif tb is float or tb is int or tb is bool:
             nb = lift(b)
             if type(nb) is Scalar:
-                kb = tb
+                kb = scalar_class(b)        # CPU refuses some numbers out of the dtype's range (pow on float16)
                 operands = (na, nb)
             else:
                 kb = (tb, b)

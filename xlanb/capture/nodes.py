@@ -5,6 +5,11 @@ graph inputs (the special_scalars setting)."""
 
 from __future__ import annotations
 
+import bisect
+import math
+
+import torch
+
 from xlanb._config import config
 from xlanb.ir import node as ir
 from xlanb.ir.node import Scalar
@@ -52,3 +57,35 @@ def lift(value):
         s.value = value
         return s
     return value
+
+
+def _range_edges() -> tuple:
+    """Where a number passes the range of a dtype torch converts it to: each dtype's largest value,
+    and the float just below its lowest. Between two edges every number fits the same dtypes."""
+    edges = {0.0, 1.0}                     # bool
+    dtypes = [torch.int8, torch.uint8, torch.int16, torch.int32, torch.int64, torch.float16, torch.bfloat16,
+              torch.float32, torch.float64]
+    dtypes += [getattr(torch, name) for name in ("uint16", "uint32", "uint64", "float8_e4m3fn", "float8_e5m2")
+               if hasattr(torch, name)]
+    for dtype in dtypes:
+        info = torch.finfo(dtype) if dtype.is_floating_point else torch.iinfo(dtype)
+        edges.add(float(info.max))
+        edges.add(math.nextafter(float(info.min), -math.inf))
+    return tuple(sorted(edges))
+
+
+_EDGES = _range_edges()
+
+
+def scalar_class(value):
+    """A lifted number in the keys of the caches that keep CPU's verdict on a signature: its type and
+    which dtypes' ranges hold it. CPU refuses a number its kernel converts to the tensor's dtype with a
+    check (`fill_(300)` on int8, `clamp(max=1e5)` on float16: "value cannot be converted to type int8_t
+    without overflow"), and the graph's key, which holds the number's type alone (a new value never
+    recompiles), would serve the verdict of an earlier value in range."""
+    t = type(value)
+    if t is complex:
+        value = max(abs(value.real), abs(value.imag))
+    if value != value:
+        return (t, -1)
+    return (t, bisect.bisect_left(_EDGES, value))

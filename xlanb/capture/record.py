@@ -3,7 +3,8 @@
 Shape and dtype come from torch's own meta kernels, so errors are torch's errors,
 raised at the user's line. Meta kernels are slow in Python (tens of microseconds), so
 their results are memoised by (op, input metas, constant arguments); lifted scalars
-enter that key by type only.
+enter that key by type and range (capture/nodes.py's scalar_class: CPU refuses some values its
+kernel converts to the tensor's dtype).
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from xlanb.capture.checks import (check_dtype_arguments, check_representable, ch
 from xlanb.capture.frames import outside_level, user_location
 from xlanb.capture.verdict import (PROBED, check_once, cpu_answer, cpu_verdict, has_out, is_verdict, raise_cpu_error,
                                    runs_on_cpu, with_cpu_dtypes)
-from xlanb.capture.nodes import lift, make_node
+from xlanb.capture.nodes import lift, make_node, scalar_class
 from xlanb.capture.tensor import LazyTensor, new_tensor, value
 from xlanb.ir.node import Meta, Node, Scalar, data_node, meta_of
 from xlanb.lower.dtypes import to_jax_dtype, to_torch_dtype
@@ -55,7 +56,7 @@ def _kind(arg_type) -> int:
 class OpPlan:
     """What record needs to know about an op, computed once."""
 
-    __slots__ = ("name", "positional", "keyword", "rule", "meta_cache", "returns_list", "warns")
+    __slots__ = ("name", "positional", "keyword", "rule", "meta_cache", "returns_list", "warns", "numbers")
 
     def __init__(self, func):
         schema = func._schema
@@ -66,6 +67,11 @@ class OpPlan:
         self.meta_cache: dict = {}
         self.returns_list = len(schema.returns) == 1 and str(schema.returns[0].type).startswith("List")
         self.warns: dict = {}       # meta_cache keys whose kernels warn -> their warnings, given at each call
+        # the number parameters (positions, then keyword names) when there are two or more: CPU checks
+        # how they compare (histc: "max must be larger than min"), which their ranges do not tell
+        numbers = [i for i, k in enumerate(self.positional) if k == NUMBER]
+        names = [name for name, k in self.keyword.items() if k == NUMBER]
+        self.numbers = (tuple(numbers), tuple(names)) if len(numbers) + len(names) > 1 else None
 
 
 def plan_of(func) -> OpPlan:
@@ -133,7 +139,7 @@ def meta_key(x):
     if t is Node:
         return x.meta
     if t is Scalar:
-        return type(x.value)
+        return scalar_class(x.value)
     if t is tuple:
         return tuple(meta_key(y) for y in x)
     if t is dict:
@@ -141,6 +147,15 @@ def meta_key(x):
     if t is float or t is int or t is bool:
         return (t, "nan") if x != x else (t, x)   # 1 == 1.0 == True, but not to torch
     return x
+
+
+def _order(numbers: tuple, nargs: tuple, nkwargs) -> tuple:
+    """How an op's lifted numbers compare, pair by pair (-1, 0, 1): part of the meta cache's key."""
+    positions, names = numbers
+    values = [a.value for a in (nargs[i] for i in positions if i < len(nargs)) if type(a) is Scalar]
+    if nkwargs:
+        values += [a.value for a in (nkwargs.get(name) for name in names) if type(a) is Scalar]
+    return tuple((a > b) - (a < b) for i, a in enumerate(values) for b in values[i + 1:])
 
 
 def _to_meta(x):
@@ -178,6 +193,8 @@ def infer_meta(func, plan: OpPlan, nargs, nkwargs, on_miss=None, rewritten: bool
     rewriting of the user's (`rewritten`: the functional form of an in-place op, whose warnings the
     in-place op gave)."""
     key = (meta_key(nargs), meta_key(nkwargs) if nkwargs else None, _default_dtype())
+    if plan.numbers is not None:
+        key += (_order(plan.numbers, nargs, nkwargs),)
     try:
         meta = plan.meta_cache[key]
     except KeyError:

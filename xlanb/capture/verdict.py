@@ -12,8 +12,10 @@ data's size): with one among the inputs, an error counts only when it is about t
 broadcasting (it names a dtype, a scalar type, a missing kernel, the written memory, or shapes that do
 not broadcast, which no value changes). Small signatures (up to VERDICT_ELEMENTS elements in and out) run at their real shapes;
 larger ones run at a stand-in of at most 2 per dim that keeps each expanded (stride-0) dim, and
-only the verdicts no shape decides count there: a missing kernel for a dtype (NotImplementedError)
-and overlap of the written tensor.
+only the verdicts no shape decides count there: a missing kernel for a dtype (NotImplementedError),
+overlap of the written tensor, and a number out of the range of the dtype it is converted to
+(`fill_(300)` on int8). A lifted number enters the callers' keys by its range (capture/nodes.py's
+scalar_class), so a value past the range is asked again.
 
 A backward op runs only at its real shapes with float tensors alone: its kernel trusts what its
 forward computed (sizes, lengths, indices) and would read a stand-in, or integer values its forward
@@ -45,6 +47,9 @@ PROBED = frozenset({torch.bool, torch.uint8, torch.int8, torch.int16, torch.int3
 _ERRORS = (RuntimeError, IndexError, ValueError, TypeError, NotImplementedError)
 OVERLAP = ("unsupported operation: more than one element of the written-to tensor",
             "unsupported operation: some elements of the input tensor and the written-to tensor")
+# a number checked against the dtype it is converted to (fill_'s value, random_'s bounds): no shape decides it
+SCALAR_RANGE = ("value cannot be converted to type ", "from is out of bounds for ", "to - 1 is out of bounds for ",
+                "random_ expects 'from' to be less than 'to'")
 _ABOUT_TYPES = re.compile(r"\b(bool|byte|char|short|int|long|float|double|half|bfloat16|complex\w*|u?int(8|16|32|64)(_t)?"
                           r"|dtypes?)(tensor)?\b|scalar type|converted to type|memory location", re.IGNORECASE)
 # shapes that do not broadcast (an in-place op's self smaller than the broadcast, a mask wider than
@@ -198,7 +203,7 @@ def cpu_verdict(func, args, kwargs, out=None):
         except _Unprobeable:
             return None
         except _ERRORS as e:
-            if standin and not (isinstance(e, NotImplementedError) or str(e).startswith(OVERLAP)):
+            if standin and not (isinstance(e, NotImplementedError) or str(e).startswith(OVERLAP + SCALAR_RANGE)):
                 return None
             if not is_verdict(func, e, args, kwargs):
                 return None

@@ -3,8 +3,8 @@
     python bench/module_scopes.py [--rounds 5] [--out bench/results/module_scopes.json]
 
 Three settings, alternated round by round in one process so machine noise hits them alike:
-  off        no recording_modules() scope (the library default: the hooks are not installed)
-  modules    hooks.recording_modules(): forward pre/post hooks push and pop the path, backward
+  off        no recording_modules() scope (the library default: Module.__call__ is torch's own)
+  modules    hooks.recording_modules(): a Module.__call__ wrapper pushes and pops the path, backward
              nodes are labelled (what the notebook adds for "ops by module")
   notebook   recording_modules() and recording_locations(), as the notebook extension runs a cell
 Prints, for each, the median host CPU time of a step (trace and sync until the launch returns: what
@@ -60,10 +60,9 @@ def _steps(body, n: int) -> list[tuple[float, float]]:
 
 
 def _in_scope_code(body, n: int) -> float:
-    """Seconds per step spent inside capture/scopes.py's own functions (the module hooks and the
-    backward lookup), timed around each call: the direct cost, which the step ratios above bury in
-    the machine's noise. (torch's slower module call path while hooks exist is not in it: about
-    1.6 us a module call on this machine.)"""
+    """Seconds per step spent inside capture/scopes.py's own functions (the push and pop around each
+    module call and the backward lookup), timed around each call: the direct cost, which the step
+    ratios above bury in the machine's noise. (The wrapper's own frame is not in it.)"""
     import xlanb
     from xlanb import hooks
     from xlanb.capture import scopes
@@ -77,9 +76,8 @@ def _in_scope_code(body, n: int) -> float:
             finally:
                 spent[0] += perf() - t
         return call
-    registered, real = list(scopes._hook_functions), scopes.backward_scope
-    scopes._hook_functions[:] = [timed(f) for f in registered]
-    scopes.backward_scope = timed(real)
+    real = scopes._pre, scopes._post, scopes.backward_scope
+    scopes._pre, scopes._post, scopes.backward_scope = (timed(f) for f in real)
     try:
         with hooks.recording_modules():
             for _ in range(n):
@@ -87,8 +85,7 @@ def _in_scope_code(body, n: int) -> float:
                 xlanb.sync()
                 xlanb.wait()
     finally:
-        scopes._hook_functions[:] = registered
-        scopes.backward_scope = real
+        scopes._pre, scopes._post, scopes.backward_scope = real
     return spent[0] / n
 
 

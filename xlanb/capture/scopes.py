@@ -153,13 +153,7 @@ def _scoped_call(self, *args, **kwargs):
 def _scoped_call_outside_dynamo(self, *args, **kwargs):
     if _is_compiling():         # dynamo tracing a module call: the FX graph is one node, scoped outside
         return _calls[0](self, *args, **kwargs)
-    if _rt.module_hooks[2] is None:
-        return _calls[0](self, *args, **kwargs)
-    _pre(self)
-    try:
-        return _calls[0](self, *args, **kwargs)
-    finally:
-        _post(self)
+    return _scoped_call(self, *args, **kwargs)
 
 
 _is_compiling = torch.compiler.is_compiling

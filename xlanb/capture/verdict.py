@@ -13,8 +13,9 @@ broadcasting (it names a dtype, a scalar type, a missing kernel, the written mem
 not broadcast, which no value changes). Small signatures (up to VERDICT_ELEMENTS elements in and out) run at their real shapes;
 larger ones run at a stand-in of at most 2 per dim that keeps each expanded (stride-0) dim, and
 only the verdicts no shape decides count there: a missing kernel for a dtype (NotImplementedError),
-overlap of the written tensor, and a number out of the range of the dtype it is converted to
-(`fill_(300)` on int8). A lifted number enters the callers' keys by its range (capture/nodes.py's
+overlap of the written tensor, a number out of the range of the dtype it is converted to
+(`fill_(300)` on int8), and an error about types (`masked_select` with a uint8 mask, `mm` of int64 and
+float32: the same words at any size). A lifted number enters the callers' keys by its range (capture/nodes.py's
 scalar_class), so a value past the range is asked again.
 
 A backward op runs only at its real shapes with float tensors alone: its kernel trusts what its
@@ -203,7 +204,7 @@ def cpu_verdict(func, args, kwargs, out=None):
         except _Unprobeable:
             return None
         except _ERRORS as e:
-            if standin and not (isinstance(e, NotImplementedError) or str(e).startswith(OVERLAP + SCALAR_RANGE)):
+            if standin and not _shape_free(e):
                 return None
             if not is_verdict(func, e, args, kwargs):
                 return None
@@ -250,6 +251,14 @@ def _read_tensors(func, args, kwargs) -> list:
     read = [a for i, a in enumerate(args) if i >= len(names) or names[i] not in written]
     read += [v for k, v in kwargs.items() if k not in written]
     return list(tensors_in(read))
+
+
+def _shape_free(error: Exception) -> bool:
+    """Whether an error at a stand-in's shapes is the signature's whatever its shapes: a missing kernel,
+    overlap of the written tensor, a number out of its dtype's range, or an error about types."""
+    text = str(error)
+    return (isinstance(error, NotImplementedError) or text.startswith(OVERLAP + SCALAR_RANGE)
+            or bool(_ABOUT_TYPES.search(text)) and not _ABOUT_BROADCAST.search(text))
 
 
 def _value_free(error: Exception, tensors) -> bool:

@@ -10,7 +10,6 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-import xlanb
 from xlanb.capture.nodes import scalar_class
 
 
@@ -116,8 +115,6 @@ def test_a_large_randperm_in_range_is_a_permutation(dtype):
 
 
 def test_large_factories_in_range_compute_cpus_values():
-    for d in ("cpu", "xla"):
-        xlanb.sync()
     assert torch.equal(torch.full((5000,), 100, dtype=torch.int8, device="xla").cpu(),
                        torch.full((5000,), 100, dtype=torch.int8))
     assert torch.equal(torch.linspace(0, 100, 5000, dtype=torch.int8, device="xla").cpu(),

@@ -66,9 +66,6 @@ def test_a_number_past_the_dtype_raises_cpu_error_after_the_signature_ran_in_ran
     cpu = _outcome(op, "cpu", dtype, n, bad)
     assert _outcome(op, "xla", dtype, n, good) == _outcome(op, "cpu", dtype, n, good)   # the signature's first call
     xla = _outcome(op, "xla", dtype, n, bad)
-    if xla != cpu and cpu[0] == "ok" and name in ("clamp max", "clamp_min") and type(bad) is int:
-        pytest.xfail("known fault, open: where CPU's clamp takes an integer bound past the dtype's range "
-                     "(torch 2.15 compares without converting it), xla's promotion wraps the bound first")
     assert xla == cpu
     assert _outcome(op, "xla", dtype, n, good) == _outcome(op, "cpu", dtype, n, good)   # and after: still computed
 

@@ -12,6 +12,8 @@ Flags (at most what a rule needs):
   promote="float"  as "same", and integer/bool results become the default float dtype
   promote="result" operands are cast to torch.result_type itself (an op on the bits of its dtype:
                    nextafter of a bfloat16 is the next bfloat16)
+  saturate=True    with promote, a Python integer is clipped to an integer compute dtype's range
+                   before the cast, which would wrap it (clamp: a bound past the range bounds nothing)
   rng=True         the rule takes a jax PRNG key as its first argument
 
 Lifted Python scalars reach a rule as weakly typed 0-d arrays: never branch on them.
@@ -30,12 +32,13 @@ class Rule:
     fn: Callable
     promote: str | None = None
     rng: bool = False
+    saturate: bool = False
 
 
 LOWERINGS: dict[str, Rule] = {}
 
 
-def lowers(*names: str, promote: str | None = None, rng: bool = False):
+def lowers(*names: str, promote: str | None = None, rng: bool = False, saturate: bool = False):
     """Registers `fn` for each ATen overload name (e.g. "aten.add.Tensor")."""
     if promote not in (None, "same", "float", "result"):
         raise ValueError(f"promote must be None, 'same', 'float' or 'result', got {promote!r}")
@@ -44,7 +47,7 @@ def lowers(*names: str, promote: str | None = None, rng: bool = False):
         for name in names:
             if name in LOWERINGS:
                 raise ValueError(f"duplicate lowering for {name} ({LOWERINGS[name].fn.__module__})")
-            LOWERINGS[name] = Rule(name, fn, promote, rng)
+            LOWERINGS[name] = Rule(name, fn, promote, rng, saturate)
         return fn
     return register
 

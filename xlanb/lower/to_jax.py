@@ -109,6 +109,29 @@ def _cast_operands(x, dtype, casts: dict | None = None):
     return x
 
 
+def promote_operands(rule: Rule, args, kwargs: dict, dtype, casts: dict | None = None):
+    """A promoting rule's operands cast to the dtype torch computes in (`rule.saturate`: integers
+    clipped to its range first)."""
+    if rule.saturate and jnp.issubdtype(dtype, jnp.integer):
+        args = _saturated(args, dtype)
+        kwargs = {k: _saturated(v, dtype) for k, v in kwargs.items()}
+    return _cast_operands(args, dtype, casts), {k: _cast_operands(v, dtype, casts) for k, v in kwargs.items()}
+
+
+def _saturated(x, dtype):
+    """Python integers (constants, and lifted ones: weakly typed int64) clipped to integer `dtype`'s range."""
+    t = type(x)
+    if t is tuple or t is list:
+        return t(_saturated(y, dtype) for y in x)
+    if t is int:
+        info = np.iinfo(dtype)
+        return min(max(x, int(info.min)), int(info.max))
+    if isinstance(x, jax.Array) and x.dtype == _I64 and jax.typeof(x).weak_type:
+        info = np.iinfo(dtype)
+        return jnp.clip(x, info.min, min(int(info.max), np.iinfo(np.int64).max))
+    return x
+
+
 class Step:
     __slots__ = ("pos", "name", "rule", "args", "kwargs", "out_dtypes", "promote_to", "op", "meta", "empty",
                  "origin")
@@ -228,9 +251,7 @@ def run_step(st: Step, env, scalars):
                 return _cast_out(fallback.lower_fallback(st.op, st.name, args, kwargs, st.meta), st.out_dtypes,
                                  st.name, st.meta)
             if st.promote_to is not None:
-                casts = scalars["casts"]
-                args = _cast_operands(args, st.promote_to, casts)
-                kwargs = {k: _cast_operands(v, st.promote_to, casts) for k, v in kwargs.items()}
+                args, kwargs = promote_operands(st.rule, args, kwargs, st.promote_to, scalars["casts"])
             return _traced_once(st, args, kwargs)
     except LoweringError:
         raise

@@ -20,7 +20,7 @@ from jax._src.lax.lax import _convert_element_type
 from xlanb.lower import fallback
 from xlanb.lower.dtypes import to_jax_dtype, to_torch_dtype
 from xlanb.lower.registry import lookup, lowers
-from xlanb.lower.to_jax import _cast_operands, _promotion_from_examples
+from xlanb.lower.to_jax import _promotion_from_examples, promote_operands
 
 _HALF = (np.dtype(jnp.float16), np.dtype(jnp.bfloat16))
 
@@ -91,8 +91,7 @@ def apply(name: str, *args, **kwargs):
         examples = [e for e in (_example(x) for x in list(args) + list(kwargs.values())) if e is not None]
         dtype = _promotion_from_examples(rule, examples)
         if dtype is not None:
-            a = _cast_operands(a, dtype)
-            kw = {k: _cast_operands(v, dtype) for k, v in kw.items()}
+            a, kw = promote_operands(rule, a, kw, dtype)
     if rule.rng:
         raise TypeError(f"xlanb: {name} needs a PRNG key")
     return rule.fn(*a, **kw)

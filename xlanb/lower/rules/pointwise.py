@@ -505,16 +505,16 @@ def clamp_(x, lo, hi):
     return x
 
 
-@lowers("aten.clamp.default", "aten.clamp.Tensor", promote="same")
+@lowers("aten.clamp.default", "aten.clamp.Tensor", promote="same", saturate=True)
 def clamp(self, min=None, max=None):
     return clamp_(self, min, max)
 
 
-@lowers("aten.clamp_min.default", "aten.clamp_min.Tensor", promote="same")
+@lowers("aten.clamp_min.default", "aten.clamp_min.Tensor", promote="same", saturate=True)
 def clamp_min(self, min):
     return nan_max(self, min)
 
 
-@lowers("aten.clamp_max.default", "aten.clamp_max.Tensor", promote="same")
+@lowers("aten.clamp_max.default", "aten.clamp_max.Tensor", promote="same", saturate=True)
 def clamp_max(self, max):
     return nan_min(self, max)

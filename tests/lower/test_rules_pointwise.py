@@ -235,16 +235,12 @@ def test_clamp():
 @pytest.mark.parametrize("low,high", [(-40000, None), (None, 40000), (-1, 300), (-(2 ** 40), 2 ** 40), (-1, 3)])
 @pytest.mark.parametrize("lifted", [False, True], ids=["constant", "lifted"])
 def test_clamp_an_integer_bound_past_the_dtype_bounds_nothing_on_that_side(x, low, high, lifted):
-    """Where CPU takes an integer bound past the dtype's range (torch 2.15 does; earlier versions refuse
-    it, and capture's verdict refuses it there before any rule runs: so the rule is run here as the
-    driver runs it, promotion included), the bound is no bound: it is clipped to the range, never
-    wrapped by the cast into the dtype (clamp(max=40000) on int16 is not clamp(max=-25536)). Python
-    numbers reach the rule as constants or, lifted, as weakly typed int64 arrays."""
-    info = torch.iinfo(x.dtype)
-
-    def inside(b):
-        return None if b is None else min(max(b, info.min), info.max)
-
+    """Where CPU takes an integer bound past the dtype's range, xla gives CPU's result: torch 2.15 takes it
+    as no bound on that side, torch 2.13 and earlier wrap a negative bound into an unsigned dtype (uint8
+    clamp(min=-1) is clamp(min=255)) and refuse the rest (capture's verdict raises CPU's error then,
+    before any rule runs: tests/capture/test_scalar_ranges.py). Never wrapped where CPU does not:
+    clamp(max=40000) on int16 is not clamp(max=-25536). The rule runs here as the driver runs it,
+    promotion included; Python numbers reach it as constants or, lifted, as weakly typed int64 arrays."""
     def rule(name, *bounds):
         r, dtype = lookup(name), to_jax_dtype(x.dtype)
 
@@ -256,11 +252,20 @@ def test_clamp_an_integer_bound_past_the_dtype_bounds_nothing_on_that_side(x, lo
         with jax.enable_x64(True):
             out = jax.jit(run)(jnp.asarray(x.numpy()), *[np.int64(b) for b in bounds if b is not None and lifted])
             return torch.tensor(np.asarray(out))
-    torch.testing.assert_close(rule("aten.clamp.default", low, high), x.clamp(inside(low), inside(high)))
-    if low is not None:
-        torch.testing.assert_close(rule("aten.clamp_min.default", low), x.clamp_min(inside(low)))
-    if high is not None:
-        torch.testing.assert_close(rule("aten.clamp_max.default", high), x.clamp_max(inside(high)))
+    calls = [("aten.clamp.default", torch.clamp, (low, high)), ("aten.clamp_min.default", torch.clamp_min, (low,)),
+             ("aten.clamp_max.default", torch.clamp_max, (high,))]
+    compared = 0
+    for name, fn, bounds in calls:
+        if bounds == (None,):
+            continue
+        try:
+            expected = fn(x, *bounds)
+        except RuntimeError:        # this torch refuses the bound: no rule runs with it
+            continue
+        torch.testing.assert_close(rule(name, *bounds), expected)
+        compared += 1
+    if not compared:
+        pytest.skip(f"torch {torch.__version__} refuses these bounds on {x.dtype}: capture raises its error")
 
 
 def test_lerp_addc():

@@ -119,17 +119,32 @@ def promote_operands(rule: Rule, args, kwargs: dict, dtype, casts: dict | None =
 
 
 def _saturated(x, dtype):
-    """Python integers (constants, and lifted ones: weakly typed int64) clipped to integer `dtype`'s range."""
+    """Python integers (constants, and lifted ones: weakly typed int64) clipped to integer `dtype`'s range,
+    below it only where the installed torch does so (`_wraps_negative_into_unsigned`)."""
     t = type(x)
     if t is tuple or t is list:
         return t(_saturated(y, dtype) for y in x)
-    if t is int:
+    if t is int or (isinstance(x, jax.Array) and x.dtype == _I64 and jax.typeof(x).weak_type):
         info = np.iinfo(dtype)
-        return min(max(x, int(info.min)), int(info.max))
-    if isinstance(x, jax.Array) and x.dtype == _I64 and jax.typeof(x).weak_type:
-        info = np.iinfo(dtype)
-        return jnp.clip(x, info.min, min(int(info.max), np.iinfo(np.int64).max))
+        low = None if info.min == 0 and _wraps_negative_into_unsigned() else int(info.min)
+        high = min(int(info.max), int(np.iinfo(np.int64).max))
+        if t is not int:
+            return jnp.clip(x, low, high)
+        return min(x, high) if low is None else min(max(x, low), high)
     return x
+
+
+_WRAPS: list = []
+
+
+def _wraps_negative_into_unsigned() -> bool:
+    """Whether the installed torch's CPU clamp takes a negative bound into an unsigned dtype by wrapping it
+    (torch 2.13 and earlier: uint8 clamp(min=-1) is clamp(min=255); its check of the conversion lets
+    -255..-1 through) rather than as no bound (torch 2.15). Asked of torch once; other bounds past the
+    range are refused by every version's CPU before a rule runs, or bound nothing."""
+    if not _WRAPS:
+        _WRAPS.append(torch.ones(1, dtype=torch.uint8).clamp(min=-1).item() == 255)
+    return _WRAPS[0]
 
 
 class Step:

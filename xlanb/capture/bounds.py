@@ -290,7 +290,8 @@ _DIVISIONS = frozenset({"div", "div_", "floor_divide", "floor_divide_", "remaind
 
 def _divisor_checked(inner):
     def h(func, args, kwargs):
-        if len(args) > 1 and _integer_division(func, args, kwargs or {}):
+        dtype = _integer_division(func, args, kwargs or {}) if len(args) > 1 else None
+        if dtype is not None:
             d = args[1]
             if isinstance(d, torch.Tensor):
                 def errors():
@@ -301,21 +302,22 @@ def _divisor_checked(inner):
                         return cpu_error(func, spec, 1, np.zeros(shape, dtype=np.int64), fallback)
                     return error_for
                 check(d, 0, 1, errors, inside=True)
-            elif d == 0:
+            elif d % (1 << torch.iinfo(dtype).bits) == 0:    # 0 in the division's dtype (256 in int8: CPU wraps it)
                 raise_cpu_error(func, args, kwargs or {})
         return inner(func, args, kwargs)
     return h
 
 
-def _integer_division(func, args, kwargs) -> bool:
-    """The op divides in an integer dtype: true division (div without a rounding mode) never does."""
+def _integer_division(func, args, kwargs) -> torch.dtype | None:
+    """The integer dtype the op divides in, None if it does not: true division (div without a rounding
+    mode) never does."""
     if func._schema.name in ("aten::div", "aten::div_") and kwargs.get("rounding_mode") is None:
-        return False
+        return None
     x, d = args[0], args[1]
     if not isinstance(x, (torch.Tensor, int)) or not isinstance(d, (torch.Tensor, int)):
-        return False        # a float or complex number: a float computation
+        return None         # a float or complex number: a float computation
     dtype = torch.result_type(x, d)
-    return not (dtype.is_floating_point or dtype.is_complex or dtype == torch.bool)
+    return None if dtype.is_floating_point or dtype.is_complex or dtype == torch.bool else dtype
 
 
 # ops whose float argument CPU checks against a range: op name -> {overload: (argument position,

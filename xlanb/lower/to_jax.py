@@ -23,6 +23,7 @@ from xlanb.lower import fallback
 from xlanb.lower.dtypes import to_jax_dtype
 from xlanb.lower.precision import current_precision, lowering_precision
 from xlanb.lower.registry import Rule, lookup
+from xlanb.lower.torch_versions import CLAMP_WRAPS_NEGATIVE_INTO_UNSIGNED
 from xlanb.lower.tree import join, split
 
 
@@ -106,6 +107,8 @@ def _cast_operands(x, dtype, casts: dict | None = None):
         return entry[1]
     if t is tuple or t is list:
         return t(_cast_operands(y, dtype, casts) for y in x)
+    if t is int and dtype.kind in "iu" and not np.iinfo(dtype).min <= x <= np.iinfo(dtype).max:
+        return np.array(x, np.int64).astype(dtype)[()]     # wrapped, as CPU converts it (uint8's -1: 255)
     return x
 
 
@@ -113,38 +116,25 @@ def promote_operands(rule: Rule, args, kwargs: dict, dtype, casts: dict | None =
     """A promoting rule's operands cast to the dtype torch computes in (`rule.saturate`: integers
     clipped to its range first)."""
     if rule.saturate and jnp.issubdtype(dtype, jnp.integer):
-        args = _saturated(args, dtype)
-        kwargs = {k: _saturated(v, dtype) for k, v in kwargs.items()}
+        args = saturated(args, dtype)
+        kwargs = {k: saturated(v, dtype) for k, v in kwargs.items()}
     return _cast_operands(args, dtype, casts), {k: _cast_operands(v, dtype, casts) for k, v in kwargs.items()}
 
 
-def _saturated(x, dtype):
+def saturated(x, dtype):
     """Python integers (constants, and lifted ones: weakly typed int64) clipped to integer `dtype`'s range,
-    below it only where the installed torch does so (`_wraps_negative_into_unsigned`)."""
+    below it only where the installed torch does so (torch_versions.CLAMP_WRAPS_NEGATIVE_INTO_UNSIGNED)."""
     t = type(x)
     if t is tuple or t is list:
-        return t(_saturated(y, dtype) for y in x)
+        return t(saturated(y, dtype) for y in x)
     if t is int or (isinstance(x, jax.Array) and x.dtype == _I64 and jax.typeof(x).weak_type):
         info = np.iinfo(dtype)
-        low = None if info.min == 0 and _wraps_negative_into_unsigned() else int(info.min)
+        low = None if info.min == 0 and CLAMP_WRAPS_NEGATIVE_INTO_UNSIGNED else int(info.min)
         high = min(int(info.max), int(np.iinfo(np.int64).max))
         if t is not int:
             return jnp.clip(x, low, high)
         return min(x, high) if low is None else min(max(x, low), high)
     return x
-
-
-_WRAPS: list = []
-
-
-def _wraps_negative_into_unsigned() -> bool:
-    """Whether the installed torch's CPU clamp takes a negative bound into an unsigned dtype by wrapping it
-    (torch 2.13 and earlier: uint8 clamp(min=-1) is clamp(min=255); its check of the conversion lets
-    -255..-1 through) rather than as no bound (torch 2.15). Asked of torch once; other bounds past the
-    range are refused by every version's CPU before a rule runs, or bound nothing."""
-    if not _WRAPS:
-        _WRAPS.append(torch.ones(1, dtype=torch.uint8).clamp(min=-1).item() == 255)
-    return _WRAPS[0]
 
 
 class Step:

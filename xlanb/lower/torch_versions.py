@@ -22,6 +22,12 @@ SOLVE_FACTORS_CONTIGUOUS_TRANSPOSE = TORCH < (2, 11)
 # bfloat16 0.1 is 0.10010, so softshrink(0.1001, 0.1) is 0); before, it compared in float32
 SOFTSHRINK_LAMBDA_IN_INPUT_DTYPE = TORCH >= (2, 14)
 
+# torch 2.9 to 2.13: CPU's clamp takes a negative bound into an unsigned dtype by wrapping it (uint8
+# clamp(min=-1) is clamp(min=255): the check of the conversion lets -255..-1 through) and refuses
+# other bounds past the range; torch 2.15 takes a bound past the range as no bound on that side (and
+# refuses one past the other side). Asked of the installed torch (2.14 was not tried): one small op.
+CLAMP_WRAPS_NEGATIVE_INTO_UNSIGNED = torch.ones(1, dtype=torch.uint8).clamp(min=-1).item() == 255
+
 
 # torch.get_float32_matmul_precision(), read where graphs are built (it is part of their key)
 float32_matmul_precision = matmul_precision

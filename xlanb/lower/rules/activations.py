@@ -17,6 +17,7 @@ from xlanb.lower.torch_versions import SOFTSHRINK_LAMBDA_IN_INPUT_DTYPE
 from xlanb.lower.dtypes import to_jax_dtype
 from xlanb.lower.registry import lowers
 from xlanb.lower.rules.pointwise import nan_max, nan_min
+from xlanb.lower.to_jax import saturated
 
 
 def up(x):
@@ -141,6 +142,8 @@ def leaky_relu_backward(grad_output, x, negative_slope, self_is_result):
 @lowers("aten.hardtanh.default")
 def hardtanh(x, min_val=-1, max_val=1):
     x = up(x)
+    if jnp.issubdtype(x.dtype, jnp.integer):     # a bound past the range bounds nothing (torch 2.15: it is clamp)
+        min_val, max_val = saturated((min_val, max_val), x.dtype)
     return nan_min(nan_max(x, jnp.asarray(min_val, x.dtype)), jnp.asarray(max_val, x.dtype))
 
 

@@ -13,12 +13,14 @@ from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 import torch
 from jax import lax
 from torch._prims_common import ELEMENTWISE_TYPE_PROMOTION_KIND, elementwise_dtypes
 
 from xlanb.lower.dtypes import default_float, to_jax_dtype, to_torch_dtype
 from xlanb.lower.registry import lowers
+from xlanb.lower.to_jax import _cast_operands
 
 
 # Helpers ------------------------------------------------------------------------------------
@@ -139,10 +141,9 @@ def div(self, other):
 
 
 def _cast_to(x, dtype):
-    """An operand in the computation dtype (weak Python scalars stay weak, as promote="same" does)."""
-    if isinstance(x, (int, float, bool)):
-        return x
-    return x.astype(dtype) if x.dtype != dtype else x
+    """An operand in the computation dtype, as promote="same" casts it (Python numbers stay weak, but
+    an integer past an integer dtype's range, which is wrapped as CPU converts it)."""
+    return _cast_operands(x, np.dtype(dtype))
 
 
 def _trunc_div_int(a, b):

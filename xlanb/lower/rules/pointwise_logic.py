@@ -22,17 +22,17 @@ lowers("aten.gt.Tensor", "aten.gt.Scalar", promote="same")(lambda self, other: j
 lowers("aten.ge.Tensor", "aten.ge.Scalar", promote="same")(lambda self, other: jnp.greater_equal(self, other))
 
 
-@lowers("aten.logical_and.default")
+@lowers("aten.logical_and.default", promote="same")   # CPU casts both first: a 0-d 256 is int8 0
 def logical_and(self, other):
     return jnp.logical_and(truthy(self), truthy(other))
 
 
-@lowers("aten.logical_or.default")
+@lowers("aten.logical_or.default", promote="same")
 def logical_or(self, other):
     return jnp.logical_or(truthy(self), truthy(other))
 
 
-@lowers("aten.logical_xor.default")
+@lowers("aten.logical_xor.default", promote="same")
 def logical_xor(self, other):
     return jnp.logical_xor(truthy(self), truthy(other))
 

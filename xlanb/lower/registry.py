@@ -14,6 +14,10 @@ Flags (at most what a rule needs):
                    nextafter of a bfloat16 is the next bfloat16)
   saturate=True    with promote, a Python integer is clipped to an integer compute dtype's range
                    before the cast, which would wrap it (clamp: a bound past the range bounds nothing)
+  common_first=True  with promote over 16-bit floats (computed in float32), every operand is converted
+                   to their common dtype first, as CPU's TensorIterator converts a Python number or a 0-d
+                   tensor of another dtype (`h == 0.1` compares float16's 0.1); mul and div read the
+                   number as it is, and ops taking it as a parameter (clamp's bounds) too
   rng=True         the rule takes a jax PRNG key as its first argument
 
 Lifted Python scalars reach a rule as weakly typed 0-d arrays: never branch on them.
@@ -33,12 +37,14 @@ class Rule:
     promote: str | None = None
     rng: bool = False
     saturate: bool = False
+    common_first: bool = False
 
 
 LOWERINGS: dict[str, Rule] = {}
 
 
-def lowers(*names: str, promote: str | None = None, rng: bool = False, saturate: bool = False):
+def lowers(*names: str, promote: str | None = None, rng: bool = False, saturate: bool = False,
+           common_first: bool = False):
     """Registers `fn` for each ATen overload name (e.g. "aten.add.Tensor")."""
     if promote not in (None, "same", "float", "result"):
         raise ValueError(f"promote must be None, 'same', 'float' or 'result', got {promote!r}")
@@ -47,7 +53,7 @@ def lowers(*names: str, promote: str | None = None, rng: bool = False, saturate:
         for name in names:
             if name in LOWERINGS:
                 raise ValueError(f"duplicate lowering for {name} ({LOWERINGS[name].fn.__module__})")
-            LOWERINGS[name] = Rule(name, fn, promote, rng, saturate)
+            LOWERINGS[name] = Rule(name, fn, promote, rng, saturate, common_first)
         return fn
     return register
 

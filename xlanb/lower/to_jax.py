@@ -112,13 +112,31 @@ def _cast_operands(x, dtype, casts: dict | None = None):
     return x
 
 
-def promote_operands(rule: Rule, args, kwargs: dict, dtype, casts: dict | None = None):
+def promote_operands(rule: Rule, args, kwargs: dict, dtype, casts: dict | None = None, first=None):
     """A promoting rule's operands cast to the dtype torch computes in (`rule.saturate`: integers
-    clipped to its range first)."""
+    clipped to its range first; `first`: converted to that dtype first, as CPU converts a number or a
+    0-d tensor to a 16-bit float operand's dtype before computing in float32)."""
     if rule.saturate and jnp.issubdtype(dtype, jnp.integer):
         args = saturated(args, dtype)
         kwargs = {k: saturated(v, dtype) for k, v in kwargs.items()}
+    if first is not None:
+        args = _rounded(args, first)
+        kwargs = {k: _rounded(v, first) for k, v in kwargs.items()}
     return _cast_operands(args, dtype, casts), {k: _cast_operands(v, dtype, casts) for k, v in kwargs.items()}
+
+
+def _rounded(x, dtype):
+    """Operands of another dtype than `dtype` converted to it (a Python number stays one, rounded)."""
+    t = type(x)
+    if t is tuple or t is list:
+        return t(_rounded(y, dtype) for y in x)
+    if t is float or t is int:
+        with np.errstate(over="ignore"):        # past the dtype's range: inf, as CPU converts it
+            r = float(np.asarray(x, dtype=dtype))
+        return x if r == x else r
+    if isinstance(x, jax.Array) and x.dtype != dtype and jnp.issubdtype(x.dtype, jnp.number):
+        return lax.convert_element_type(x, dtype)
+    return x
 
 
 def saturated(x, dtype):
@@ -138,7 +156,7 @@ def saturated(x, dtype):
 
 
 class Step:
-    __slots__ = ("pos", "name", "rule", "args", "kwargs", "out_dtypes", "promote_to", "op", "meta", "empty",
+    __slots__ = ("pos", "name", "rule", "args", "kwargs", "out_dtypes", "promote_to", "first", "op", "meta", "empty",
                  "origin")
 
 
@@ -157,13 +175,20 @@ def _promotion(rule: Rule, args, kwargs, metas):
 
 
 def _promotion_from_examples(rule: Rule, examples: list):
-    """The dtype torch computes in for these operands (tensors and Python numbers)."""
+    """(the dtype torch computes in, the dtype operands are converted to first or None) for these
+    operands (tensors and Python numbers): `rule.common_first` over 16-bit floats, their common dtype."""
     if not examples:
-        return None
+        return None, None
     kind = (ELEMENTWISE_TYPE_PROMOTION_KIND.INT_TO_FLOAT if rule.promote == "float"
             else ELEMENTWISE_TYPE_PROMOTION_KIND.DEFAULT)
     compute, result = elementwise_dtypes(*examples, type_promotion_kind=kind)
-    return to_jax_dtype(result if rule.promote == "result" else compute)
+    if rule.promote == "result":
+        return to_jax_dtype(result), None
+    first = to_jax_dtype(result) if rule.common_first and result in _HALF and compute != result else None
+    return to_jax_dtype(compute), first
+
+
+_HALF = (torch.float16, torch.bfloat16)
 
 
 def build_function(graph: Graph):
@@ -193,8 +218,8 @@ def build_function(graph: Graph):
         st.kwargs = _template(n.kwargs, index, slots) if n.kwargs else {}
         st.out_dtypes = _out_dtypes(n.meta)
         st.empty = isinstance(n.name, str) and n.name.startswith(("aten.", "prims.")) and _all_empty(n.meta)
-        st.promote_to = (_promotion(st.rule, st.args, st.kwargs, metas)
-                         if st.rule is not None and st.rule.promote else None)
+        st.promote_to, st.first = (_promotion(st.rule, st.args, st.kwargs, metas)
+                                   if st.rule is not None and st.rule.promote else (None, None))
         steps.append(st)
     root_pos = [index[r] for r in graph.roots]
     n_inputs, n_floats, n_ints = len(input_pos), len(floats), len(ints)
@@ -213,7 +238,8 @@ def build_function(graph: Graph):
         if n_ints:
             ivec = rest[0]
             scalars["i"] = [_convert_element_type(ivec[j], _I64, weak_type=True) for j in range(n_ints)]
-        with lowering_precision(matmul_precision):
+        # a number cast to a narrower float overflows to inf as on CPU, silently (numpy would warn)
+        with lowering_precision(matmul_precision), np.errstate(over="ignore"):
             for st in steps:
                 env[st.pos] = run_step(st, env, scalars)
         return tuple(env[p] for p in root_pos)
@@ -256,7 +282,7 @@ def run_step(st: Step, env, scalars):
                 return _cast_out(fallback.lower_fallback(st.op, st.name, args, kwargs, st.meta), st.out_dtypes,
                                  st.name, st.meta)
             if st.promote_to is not None:
-                args, kwargs = promote_operands(st.rule, args, kwargs, st.promote_to, scalars["casts"])
+                args, kwargs = promote_operands(st.rule, args, kwargs, st.promote_to, scalars["casts"], st.first)
             return _traced_once(st, args, kwargs)
     except LoweringError:
         raise

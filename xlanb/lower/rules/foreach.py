@@ -89,9 +89,9 @@ def apply(name: str, *args, **kwargs):
     kw = {k: _unwrap(v) for k, v in kwargs.items()}
     if rule.promote:
         examples = [e for e in (_example(x) for x in list(args) + list(kwargs.values())) if e is not None]
-        dtype = _promotion_from_examples(rule, examples)
+        dtype, first = _promotion_from_examples(rule, examples)
         if dtype is not None:
-            a, kw = promote_operands(rule, a, kw, dtype)
+            a, kw = promote_operands(rule, a, kw, dtype, first=first)
     if rule.rng:
         raise TypeError(f"xlanb: {name} needs a PRNG key")
     return rule.fn(*a, **kw)

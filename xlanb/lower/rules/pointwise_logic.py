@@ -14,12 +14,12 @@ from xlanb.lower.rules.pointwise import _same, _scaled, is_bool, is_float, torch
 
 # Comparisons and logic ----------------------------------------------------------------------
 
-lowers("aten.eq.Tensor", "aten.eq.Scalar", promote="same")(lambda self, other: jnp.equal(self, other))
-lowers("aten.ne.Tensor", "aten.ne.Scalar", promote="same")(lambda self, other: jnp.not_equal(self, other))
-lowers("aten.lt.Tensor", "aten.lt.Scalar", promote="same")(lambda self, other: jnp.less(self, other))
-lowers("aten.le.Tensor", "aten.le.Scalar", promote="same")(lambda self, other: jnp.less_equal(self, other))
-lowers("aten.gt.Tensor", "aten.gt.Scalar", promote="same")(lambda self, other: jnp.greater(self, other))
-lowers("aten.ge.Tensor", "aten.ge.Scalar", promote="same")(lambda self, other: jnp.greater_equal(self, other))
+lowers("aten.eq.Tensor", "aten.eq.Scalar", promote="same", common_first=True)(lambda self, other: jnp.equal(self, other))
+lowers("aten.ne.Tensor", "aten.ne.Scalar", promote="same", common_first=True)(lambda self, other: jnp.not_equal(self, other))
+lowers("aten.lt.Tensor", "aten.lt.Scalar", promote="same", common_first=True)(lambda self, other: jnp.less(self, other))
+lowers("aten.le.Tensor", "aten.le.Scalar", promote="same", common_first=True)(lambda self, other: jnp.less_equal(self, other))
+lowers("aten.gt.Tensor", "aten.gt.Scalar", promote="same", common_first=True)(lambda self, other: jnp.greater(self, other))
+lowers("aten.ge.Tensor", "aten.ge.Scalar", promote="same", common_first=True)(lambda self, other: jnp.greater_equal(self, other))
 
 
 @lowers("aten.logical_and.default", promote="same")   # CPU casts both first: a 0-d 256 is int8 0

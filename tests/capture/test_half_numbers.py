@@ -68,6 +68,7 @@ OPS = {
     "index_fill": lambda t, v: t.index_fill(0, torch.tensor([0, 5], device=t.device), v),
     "nan_to_num": lambda t, v: torch.nan_to_num(t / 0, nan=v, posinf=v, neginf=-v),
     "leaky_relu": lambda t, v: F.leaky_relu(t, v),
+    "logit eps": lambda t, v: torch.logit(t.abs().clamp(max=1), abs(v) if abs(v) < 1 else None),
     "eq 0-d": lambda t, v: t == _zero_d(t, v),
 }
 # float32 results that are not CPU's bits, documented in docs/torch_suites.md (in 16-bit floats the one ulp
@@ -75,7 +76,8 @@ OPS = {
 NOT_BITWISE_IN_FLOAT32 = {
     "div": "XLA computes a / b by one number as a * (1 / b), one ulp off CPU's quotient",
     **{name: "XLA's transcendental functions are not the C library's: a few ulps"
-       for name in ("pow", "rpow", "atan2 0-d", "hypot 0-d", "logaddexp 0-d", "xlogy", "xlogy of a number")},
+       for name in ("pow", "rpow", "atan2 0-d", "hypot 0-d", "logaddexp 0-d", "xlogy", "xlogy of a number",
+                    "logit eps")},
 }
 # CPU's 16-bit xlogy and xlog1py round log(y) to 16 bits before they multiply, xla multiplies the float32
 # logarithm: a few ulps (the number itself is converted as CPU converts it: a y that rounds to 0 gives -inf)

@@ -56,6 +56,8 @@ def _cases():
             yield name, OPS[name], dtype, good, bad
     for name in sorted(FLOAT_ONLY):
         yield name, FLOAT_ONLY[name], torch.float16, 5.0, 1e5
+    # a number whose reciprocal passes float32's range: celu computes 1 / alpha as a float
+    yield "celu alpha", lambda t, v: F.celu(t, v), torch.float32, 0.5, 1e-40
 
 
 @pytest.mark.parametrize("n", [4, 5000], ids=["small", "past the stand-in size"])

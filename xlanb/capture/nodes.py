@@ -61,7 +61,9 @@ def lift(value):
 
 def _range_edges() -> tuple:
     """Where a number passes the range of a dtype torch converts it to: each dtype's largest value,
-    and the float just below its lowest. Between two edges every number fits the same dtypes."""
+    and the float just below its lowest; and where its reciprocal does, which kernels compute and
+    convert too (celu's 1 / alpha: `celu(x, 1e-40)` is "value cannot be converted to type float
+    without overflow"). Between two edges every number fits the same dtypes, and so does 1 / it."""
     edges = {0.0, 1.0}                     # bool
     dtypes = [torch.int8, torch.uint8, torch.int16, torch.int32, torch.int64, torch.float16, torch.bfloat16,
               torch.float32, torch.float64]
@@ -71,6 +73,8 @@ def _range_edges() -> tuple:
         info = torch.finfo(dtype) if dtype.is_floating_point else torch.iinfo(dtype)
         edges.add(float(info.max))
         edges.add(math.nextafter(float(info.min), -math.inf))
+        if dtype.is_floating_point:
+            edges.update((1.0 / float(info.max), -1.0 / float(info.max)))
     return tuple(sorted(edges))
 
 

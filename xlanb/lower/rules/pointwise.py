@@ -442,12 +442,22 @@ def xlog1py(self, other):
     return jnp.where(jnp.isnan(y), jnp.full_like(x, jnp.nan), out)
 
 
-@lowers("aten.logit.default", promote="float")
+@lowers("aten.logit.default")
 def logit(x, eps=None):
+    """As CPU: clamped to eps and 1 - eps in the input's dtype, eps rounded first (a float16 1 - 1e-4 is 1:
+    logit gives inf there); in 16-bit floats 1 - x and x / (1 - x) are rounded, each, before the log."""
+    dt = x.dtype if is_float(x) else default_float()
+    half = dt in (jnp.float16, jnp.bfloat16)
+    compute = jnp.float32 if half else dt
+    x = x.astype(dt)
     if eps is not None:
-        clipped = jnp.clip(x, eps, 1 - eps)
-        x = jnp.where(jnp.asarray(eps) >= 0, clipped, x)
-    return jnp.log(x / (1 - x))
+        lo = jnp.asarray(eps, compute).astype(dt)
+        hi = (1 - lo.astype(compute)).astype(dt)
+        clamped = jnp.where(x < lo, lo, jnp.where(x > hi, hi, x))     # CPU's order: eps > 0.5 gives lo below it
+        x = jnp.where(lo >= 0, clamped, x)
+    x = x.astype(compute)
+    r = (lambda v: v.astype(dt).astype(compute)) if half else (lambda v: v)  # noqa: E731
+    return jnp.log(r(x / r(1 - x)))
 
 
 # Rounding -----------------------------------------------------------------------------------

@@ -57,6 +57,8 @@ OPS = {
     "xlog1py 0-d": lambda t, v: torch.special.xlog1py(t, _zero_d(t, abs(v))),
     "nextafter 0-d": lambda t, v: torch.nextafter(t, _zero_d(t, v).to(t.dtype)),
     "floor_divide 0-d": lambda t, v: torch.floor_divide(t, _zero_d(t, v)),
+    "div trunc 0-d": lambda t, v: torch.div(t, _zero_d(t, v).to(t.dtype), rounding_mode="trunc"),
+    "div floor [1]": lambda t, v: torch.div(t, torch.tensor([v], device=t.device), rounding_mode="floor"),
     "remainder 0-d": lambda t, v: torch.remainder(t, _zero_d(t, v)),
     "rpow": lambda t, v: v ** t.clamp(-3, 3),
     "threshold": lambda t, v: F.threshold(t, v, 2.5),

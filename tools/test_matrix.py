@@ -10,8 +10,14 @@ from a temporary folder with the installed package, never the source tree, on th
     python tools/test_matrix.py --combo 3.11:2.11.0:0.10.2 --combo ...
     python tools/test_matrix.py --all                # every combination docs/portability.md lists
     python tools/test_matrix.py --subset full ...    # the whole subset of the issue table
+    python tools/test_matrix.py --discard            # each venv removed once its tests ran (CI)
 
 A summary line per combination is printed at the end, and build/matrix/summary.json keeps it.
+
+Disk: a combination's venv takes 6 to 8 GB (torch's CUDA wheels and their nvidia packages). The
+packages are installed one wheel per pip command, without pip's cache, so that the peak is the
+venv and one download rather than the venv, every download of one command and a cached copy of
+each; `--discard` keeps at most one venv on disk at a time.
 """
 
 from __future__ import annotations
@@ -74,25 +80,57 @@ def run(cmd: list[str], **kw) -> subprocess.CompletedProcess:
     return subprocess.run(cmd, check=True, **kw)
 
 
+# What one combination's venv needs on disk at its peak (the largest, torch 2.9's, is 7.7 GB)
+VENV_BYTES = 9 << 30
+
+
+def venv_path(combo: tuple[str, str, str]) -> str:
+    py, torch_v, jax_v = combo
+    return os.path.join(MATRIX, f"py{py}-torch{torch_v}-jax{jax_v}")
+
+
 def venv_for(combo: tuple[str, str, str]) -> str:
     """build/matrix/py<py>-torch<t>-jax<j>, made once and kept; the test tools follow TEST_DEPS."""
     py, torch_v, jax_v = combo
-    path = os.path.join(MATRIX, f"py{py}-torch{torch_v}-jax{jax_v}")
+    path = venv_path(combo)
     stamp = os.path.join(path, ".matrix-stamp")
     made = json.loads(open(stamp).read()) if os.path.exists(stamp) else None
     vpy = os.path.join(path, "bin", "python")
-    env = pip_env()
     if made is None or made[0] != list(combo):
         shutil.rmtree(path, ignore_errors=True)
+        check_disk(path)
         run([python_for(py), "-m", "venv", path])
-        run([vpy, "-m", "pip", "install", "-q", "--upgrade", "pip"], env=env)
-        run([vpy, "-m", "pip", "install", "-q", f"torch=={torch_v}", f"jax=={jax_v}", f"jaxlib=={jaxlib_for(jax_v)}"]
-            + TEST_DEPS, env=env)
+        run([vpy, "-m", "pip", "install", "-q", "--no-cache-dir", "--upgrade", "pip"], env=pip_env())
+        install_one_by_one(vpy, [f"torch=={torch_v}", f"jax=={jax_v}", f"jaxlib=={jaxlib_for(jax_v)}", *TEST_DEPS])
     elif made[1] != TEST_DEPS:
-        run([vpy, "-m", "pip", "install", "-q", *TEST_DEPS], env=env)
+        install_one_by_one(vpy, TEST_DEPS)
     with open(stamp, "w") as f:
         f.write(json.dumps([list(combo), TEST_DEPS]))
     return path
+
+
+def check_disk(path: str) -> None:
+    free = shutil.disk_usage(MATRIX).free
+    if free < VENV_BYTES:
+        raise SystemExit(f"test-matrix: {free / 2**30:.1f} GB free where {path} goes; a combination's venv "
+                         f"needs about {VENV_BYTES / 2**30:.0f} GB (torch's CUDA wheels). Remove other venvs "
+                         f"under {MATRIX}, or run with --discard to keep one at a time.")
+
+
+def install_one_by_one(vpy: str, requirements: list[str]) -> None:
+    """What `pip install requirements` would install, resolved once without downloading a wheel (PyPI
+    serves each wheel's metadata), then one wheel per command without pip's cache: pip keeps every
+    download of a command until the command ends, which for torch's nvidia packages is 3 GB more."""
+    with tempfile.TemporaryDirectory(prefix="matrix-pip-") as tmp:
+        report = os.path.join(tmp, "report.json")
+        run([vpy, "-m", "pip", "install", "-q", "--no-cache-dir", "--dry-run", "--report", report, *requirements],
+            env=pip_env())
+        with open(report) as f:
+            chosen = [p["metadata"] for p in json.load(f)["install"]]
+    for meta in chosen:
+        run([vpy, "-m", "pip", "install", "-q", "--no-cache-dir", "--no-deps", f"{meta['name']}=={meta['version']}"],
+            env=pip_env())
+    run([vpy, "-m", "pip", "check"], env=pip_env())
 
 
 def jaxlib_for(jax_v: str) -> str:
@@ -178,6 +216,7 @@ def main() -> int:
     ap.add_argument("--all", action="store_true")
     ap.add_argument("--subset", choices=sorted(SUBSETS), default="ci")
     ap.add_argument("--wheel", help="the wheel to install (default: the one in dist/)")
+    ap.add_argument("--discard", action="store_true", help="remove each venv once its tests ran (less disk)")
     ap.add_argument("pytest_args", nargs="*", help="passed to pytest after the subset (e.g. -k ..., -x)")
     args = ap.parse_args()
     combos = args.combo or (ALL if args.all else [OLDEST, NEWEST])
@@ -192,6 +231,8 @@ def main() -> int:
         with tempfile.TemporaryDirectory(prefix="matrix-tests-") as work:
             stage_tests(work)
             results.append(run_tests(path, SUBSETS[args.subset], work, args.pytest_args))
+        if args.discard:
+            shutil.rmtree(path, ignore_errors=True)
     with open(os.path.join(MATRIX, "summary.json"), "w") as f:
         json.dump(results, f, indent=1)
     print("\ntest-matrix:")

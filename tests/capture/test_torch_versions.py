@@ -1,10 +1,13 @@
 """Where torch releases differ, xla answers as the installed torch answers on the CPU
 (xlanb/capture/torch_versions.py, xlanb/lower/torch_versions.py)."""
 
+import gc
+
 import pytest
 import torch
 
 from xlanb.capture import torch_versions
+from xlanb.capture.tensor import LazyTensor
 
 
 def _solve_grads(device, make_a):
@@ -77,3 +80,68 @@ def test_a_float_index_is_refused_at_the_op_with_cpus_error():
     assert str(xla.value) == str(cpu.value)
     x = torch.ones(3, device="xla") * 2                # nothing left pending to fail the next sync
     assert x.cpu().tolist() == [2.0, 2.0, 2.0]
+
+
+class _Holder:
+    pass
+
+
+def _square_sum_through_a_cycle(x):
+    """(y * y).sum() for y = x * 2, where a garbage cycle made before y holds y's only Python reference."""
+    holder = _Holder()
+    holder.itself = holder
+    y = x * 2
+    holder.y = y
+    return (y * y).sum()
+
+
+def test_a_collection_leaves_a_tensor_autograd_saved_whole():
+    """Breaking the cycle hands y's object to the C++ tensor autograd saved; torch 2.9 then cleared
+    it in the same collection and the backward met a LazyTensor without its state
+    (torch_versions.keep_state_through_gc)."""
+    base = torch.randn(4, 4, generator=torch.Generator().manual_seed(0))
+    grads = []
+    for device in ("cpu", "xla"):
+        x = base.detach().to(device).requires_grad_()
+        z = _square_sum_through_a_cycle(x)
+        gc.collect()
+        z.backward()
+        grads.append(x.grad.cpu())
+    torch.testing.assert_close(grads[1], grads[0])
+
+
+def test_garbage_cycles_through_lazy_tensors_are_still_freed():
+    """On torch 2.9 a collection does not clear a LazyTensor itself: each cycle is broken at one of
+    its other objects (the tensor's __dict__, a holder, a hook's function)."""
+    def cycles():
+        a = torch.randn(10, device="xla")
+        b = a + 1
+        b.itself = b
+        holder = _Holder()
+        holder.itself = holder
+        c = a * 3
+        holder.c, c.holder = c, holder
+        leaf = torch.randn(4, device="xla", requires_grad=True)
+        leaf.register_hook(lambda grad: leaf)
+        view = (a * 2)[1:]
+        view.itself = view
+        assert _lazy_tensors() >= before + 5
+    gc.collect()
+    before = _lazy_tensors()
+    cycles()
+    gc.collect()
+    assert _lazy_tensors() == before      # a weak reference would not tell: a collection clears it first
+    x = torch.randn(4, device="xla", requires_grad=True)
+    _square_sum_through_a_cycle(x).backward()         # x.grad exists from here on
+    gc.collect()
+    before = _lazy_tensors()
+    z = _square_sum_through_a_cycle(x)
+    gc.collect()
+    z.backward()
+    del z
+    gc.collect()
+    assert _lazy_tensors() == before             # y, resurrected for the backward, went with its graph
+
+
+def _lazy_tensors() -> int:
+    return sum(type(o) is LazyTensor for o in gc.get_objects())

@@ -21,6 +21,7 @@ from xlanb.capture.handlers import choose_handler
 from xlanb.capture.nodes import make_node
 from xlanb.capture.record import outputs_of
 from xlanb.capture.tensor import LazyTensor, holder_node, tensor_meta
+from xlanb.capture.torch_versions import keep_state_through_gc
 from xlanb.ir.node import Node, intern_meta
 from xlanb.state import emit, note_stage, runtime_state
 
@@ -172,6 +173,7 @@ def _drop_placeholders() -> None:
 
 def install() -> None:
     use_dispatch()
+    keep_state_through_gc(LazyTensor)      # torch 2.9: a collection emptied a tensor autograd holds
     _rt.arm_capture_fault = _arm_capture_fault
     original = getattr(torch.autograd, "_engine_run_backward", None)
     if original is not None and not getattr(original, "_xlanb_raising", False):

@@ -136,3 +136,41 @@ def _share_meta_guard(device_type: int) -> None:
     guard = ctypes.c_void_p(ctypes.addressof(vtable) + 2 * ctypes.sizeof(ctypes.c_void_p))   # the object: its vptr
     _kept.append((guard, vtable, callbacks))
     slots[device_type] = ctypes.addressof(guard)
+
+
+# The cyclic garbage collector and a tensor that autograd still holds. torch 2.9 keeps the Python
+# object of a tensor it holds in C++ alive by resurrection: when its last Python reference goes, the
+# C++ tensor takes the object over (torch >= 2.10 holds a strong reference instead: CPP_REFS). If a
+# collection found the object in a garbage cycle, breaking the cycle resurrects it, and the
+# collection then calls its tp_clear anyway: torch 2.9's clear for subclasses sees an object that C++
+# owns, takes it for one being deallocated, and empties its slots and __dict__. The backward then
+# unpacks a LazyTensor without its state ("'LazyTensor' object has no attribute '_node'"; a plain
+# CPU subclass loses its slots the same way). On torch 2.9 LazyTensor's tp_clear is a C function of
+# the same signature that only reads the object (PyObject_GC_IsTracked), so a collection leaves
+# LazyTensors alone: a garbage cycle through one is broken at its other members (its __dict__, the
+# Storage and Node objects its slots hold, a hook's function), and its dealloc frees the rest.
+
+class _TypeHead(ctypes.Structure):
+    """CPython's PyTypeObject (Include/cpython/object.h, 3.8 to 3.13) up to tp_clear."""
+    _fields_ = ([("ob_refcnt", ctypes.c_ssize_t), ("ob_type", ctypes.c_void_p), ("ob_size", ctypes.c_ssize_t),
+                 ("tp_name", ctypes.c_char_p), ("tp_basicsize", ctypes.c_ssize_t), ("tp_itemsize", ctypes.c_ssize_t),
+                 ("tp_dealloc", ctypes.c_void_p), ("tp_vectorcall_offset", ctypes.c_ssize_t)]
+                + [(f"tp_{name}", ctypes.c_void_p) for name in (
+                    "getattr", "setattr", "as_async", "repr", "as_number", "as_sequence", "as_mapping", "hash", "call",
+                    "str", "getattro", "setattro", "as_buffer")]
+                + [("tp_flags", ctypes.c_ulong), ("tp_doc", ctypes.c_char_p), ("tp_traverse", ctypes.c_void_p),
+                   ("tp_clear", ctypes.c_void_p)])
+
+
+def keep_state_through_gc(cls: type) -> bool:
+    """torch 2.9: a collection no longer clears `cls`'s objects (above); True when it changed `cls`.
+    Nothing is written where the type object does not read back as Python describes it (another
+    interpreter build)."""
+    if CPP_REFS:
+        return False
+    head = _TypeHead.from_address(id(cls))
+    if (head.tp_basicsize, head.tp_itemsize, head.tp_flags, head.ob_type) != \
+            (cls.__basicsize__, cls.__itemsize__, cls.__flags__, id(type(cls))) or not head.tp_clear:
+        return False
+    head.tp_clear = ctypes.cast(ctypes.pythonapi.PyObject_GC_IsTracked, ctypes.c_void_p).value
+    return True

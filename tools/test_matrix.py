@@ -16,8 +16,8 @@ A summary line per combination is printed at the end, and build/matrix/summary.j
 
 Disk: a combination's venv takes 6 to 8 GB (torch's CUDA wheels and their nvidia packages). The
 packages are installed one wheel per pip command, without pip's cache, so that the peak is the
-venv and one download rather than the venv, every download of one command and a cached copy of
-each; `--discard` keeps at most one venv on disk at a time.
+venv and one download rather than the venv and every download of one command (7.8 GB measured for
+torch 2.9's); `--discard` keeps at most one venv on disk at a time.
 """
 
 from __future__ import annotations
@@ -84,15 +84,10 @@ def run(cmd: list[str], **kw) -> subprocess.CompletedProcess:
 VENV_BYTES = 9 << 30
 
 
-def venv_path(combo: tuple[str, str, str]) -> str:
-    py, torch_v, jax_v = combo
-    return os.path.join(MATRIX, f"py{py}-torch{torch_v}-jax{jax_v}")
-
-
 def venv_for(combo: tuple[str, str, str]) -> str:
     """build/matrix/py<py>-torch<t>-jax<j>, made once and kept; the test tools follow TEST_DEPS."""
     py, torch_v, jax_v = combo
-    path = venv_path(combo)
+    path = os.path.join(MATRIX, f"py{py}-torch{torch_v}-jax{jax_v}")
     stamp = os.path.join(path, ".matrix-stamp")
     made = json.loads(open(stamp).read()) if os.path.exists(stamp) else None
     vpy = os.path.join(path, "bin", "python")
@@ -118,9 +113,10 @@ def check_disk(path: str) -> None:
 
 
 def install_one_by_one(vpy: str, requirements: list[str]) -> None:
-    """What `pip install requirements` would install, resolved once without downloading a wheel (PyPI
-    serves each wheel's metadata), then one wheel per command without pip's cache: pip keeps every
-    download of a command until the command ends, which for torch's nvidia packages is 3 GB more."""
+    """What `pip install requirements` would install, resolved once (pip's dry run, which downloads
+    the wheels to read them and frees them when it ends: about 4 GB for torch 2.9's, before the venv
+    fills), then one wheel per command without pip's cache: pip keeps every download of a command
+    until the command ends, 3 GB more beside the venv for torch's nvidia packages."""
     with tempfile.TemporaryDirectory(prefix="matrix-pip-") as tmp:
         report = os.path.join(tmp, "report.json")
         run([vpy, "-m", "pip", "install", "-q", "--no-cache-dir", "--dry-run", "--report", report, *requirements],

@@ -221,6 +221,44 @@ def test_wait_reads_the_flags_it_waited_for_and_raises(monkeypatch):
     assert z.cpu().tolist() == [8.0, -2.0] and torch.isnan(y.cpu()).tolist() == [False, True]
 
 
+def test_a_checked_root_keeps_its_operands_until_its_flag_is_read(monkeypatch):
+    # the probe that names the op runs the graph again, so the roots of a check not read yet keep
+    # their operands (unchecked roots forget them when stored); once read, they forget them too
+    from xlanb.capture.tensor import holder_node
+    from xlanb.runtime import nans
+    check = nans.check
+    monkeypatch.setattr(nans, "check", lambda graph, outs, args, *, now: check(
+        graph, (*outs[:-1], _NotReady(outs[-1])), args, now=now))
+    monkeypatch.setattr(_NotReady, "done", False)
+    with override(debug_nans=True):
+        y = torch.sqrt(xla([4.0, 9.0])) + 1
+        xlanb.sync()
+        node = holder_node(y)
+        assert node.buffer is not None and node.args and len(_rt.nan_checks) == 1
+        _NotReady.done = True
+        xlanb.sync()                         # reads the finished graph's flag: no NaN
+        assert not _rt.nan_checks and node.args == () and node.operands == ()
+    assert y.tolist() == [3.0, 4.0]
+
+
+def test_turning_it_off_reads_the_checks_left(monkeypatch):
+    from xlanb.runtime import nans
+    check = nans.check
+    monkeypatch.setattr(nans, "check", lambda graph, outs, args, *, now: check(
+        graph, (*outs[:-1], _NotReady(outs[-1])), args, now=now))
+    monkeypatch.setattr(_NotReady, "done", False)
+    with override(debug_nans=True):
+        y = torch.sqrt(xla([4.0, -1.0])); line = here()     # noqa: E702
+        xlanb.sync()
+        assert len(_rt.nan_checks) == 1
+    assert not _rt.nan_checks                # read when the setting went off, while the graph could still be probed
+    z = y * 2                                # an unchecked graph that reads the checked one's root
+    with pytest.raises(FloatingPointError) as raised:
+        xlanb.sync()
+    assert f"NaN produced by aten.sqrt.default at {THIS_FILE}:{line}" in str(raised.value)
+    assert torch.isnan(z.cpu()).tolist() == [False, True]
+
+
 def test_pending_work_stays_valid_after_the_error():
     x = xla([4.0, -1.0])
     with override(debug_nans=True):

@@ -12,6 +12,7 @@ import contextlib
 
 from xlanb._config import Config, config, watch
 from xlanb.capture.scopes import recording_modules
+from xlanb.runtime.nans import examine
 from xlanb.state import runtime_state
 
 _rt = runtime_state()
@@ -23,6 +24,8 @@ def follow(old: Config, new: Config) -> None:
     if old.debug_nans == new.debug_nans:
         return
     _rt.eager_ops.clear()        # executables the eager fast path remembered run unchecked
+    if _rt.nan_checks:           # read while their roots still know their operands (an unchecked root forgets them)
+        examine(ready_only=False)
     if new.debug_nans:
         scopes = contextlib.ExitStack()
         scopes.enter_context(recording_modules())

@@ -78,8 +78,9 @@ def execute(roots: list[Node], *, name: str, eager: bool, cause: str, frames=(),
     if graph is None:
         graph = executor.new_graph(roots, name, donatable if donate else None)
     graph, compiled, outs = executor.run(graph, eager=eager, cause=cause, frames=frames)
+    forget = not graph.key.nan_check or eager       # a NaN flag not read yet: nans.examine forgets them
     for root, buffer in zip(graph.roots, outs):
-        root.release(buffer)
+        root.release(buffer, forget)
     return graph, compiled
 
 

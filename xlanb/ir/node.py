@@ -135,9 +135,12 @@ class Node:
         state = "computed" if self.buffer is not None else "pending"
         return f"<Node {self.name} {self.meta!r} {state}>"
 
-    def release(self, buffer) -> None:
-        """Stores the computed value and forgets the operands."""
+    def release(self, buffer, forget: bool = True) -> None:
+        """Stores the computed value and forgets the operands (all but the value with `forget` False:
+        debug_nans' probe may run the graph again until its NaN flag is read, runtime/nans.py)."""
         self.buffer = buffer
+        if not forget:
+            return
         self.args = ()
         self.kwargs = None
         self.operands = ()

@@ -10,7 +10,8 @@ launch leaves a `Pending` check in `runtime_state().nan_checks`, and capture rea
 first, as it reads index checks (capture/bounds.py): a sync reads those whose graph has finished,
 `sync(wait=True)` and a value read all of them, an eager op its own at once. When a flag is set, the
 outputs are checked exactly (`_holds_nan`); when one holds a NaN, the graph runs once more as a probe
-that returns, for every node in program order, whether its output holds a NaN, and the first op whose
+that returns, for every node in program order, whether its output holds a NaN (the graph's roots keep
+their operands until their flag is read: `Pending`), and the first op whose
 output does although its operands held none is named with the user's line and module path (recorded
 while debug_nans is on: capture/nans.py). Inf is not a NaN; integer and bool values are not checked.
 
@@ -127,24 +128,23 @@ def with_nan_flag(fn, graph: Graph):
 
 @dataclasses.dataclass(eq=False)
 class Pending:
-    """A checked launch whose flag is not read yet: what naming its NaN's op needs. `ops` holds each op
-    node's arguments as they were at the launch: the nodes stored as outputs, or computed later by
-    another graph, forget theirs (Node.release), and the probe puts them back while it runs."""
+    """A checked launch whose flag is not read yet: what naming its NaN's op needs. Its roots keep
+    their operands until the flag is read (capture stores them with `Node.release(forget=False)`, and
+    so does every later checked graph: an eager op's check reads every pending flag first), so that the
+    probe can run the graph again; `examine` then forgets them."""
     graph: Graph
     flag: jax.Array
     outs: tuple
     args: list
-    ops: list        # (node, args, kwargs, operands) of each node not computed before the launch
 
 
 def check(graph: Graph, outs: tuple, args: list, *, now: bool) -> tuple:
     """The roots' outputs of a checked launch (its flag taken off). The flag is read now (an eager op),
     else by `examine` later; a NaN's op is kept in `runtime_state().nan_error` for capture to raise."""
     outs, flag = outs[:-1], outs[-1]
-    if not flag.is_fully_addressable:        # over several processes: replicated, each holds the answer
+    if graph.key.shardings and not flag.is_fully_addressable:   # over several processes: each holds the answer
         flag = flag.addressable_data(0)
-    ops = [(n, n.args, n.kwargs, n.operands) for n in graph.order if n.buffer is None]
-    _rt.nan_checks.append(Pending(graph, flag, outs, args, ops))
+    _rt.nan_checks.append(Pending(graph, flag, outs, args))
     if now:
         examine(ready_only=False)
     return outs
@@ -165,20 +165,32 @@ def examine(ready_only: bool) -> None:
             floats = [o for o, r in zip(c.outs, c.graph.roots) if _checked_meta(r.meta) and r.meta.numel]
             if np.asarray(_holds_nan(floats)):          # not only inf - inf in a sum
                 _rt.nan_error = _name_op(c)
+        _forget(c)
     if _rt.nan_error is not None:
+        for c in checks:
+            _forget(c)
         checks.clear()
 
 
+def _forget(c: Pending) -> None:
+    """The check's roots forget their operands, as unchecked roots do when stored (Node.release)."""
+    for r in c.graph.roots:
+        if r.buffer is not None:
+            r.release(r.buffer)
+
+
 def _name_op(c: Pending) -> NanError:
-    """find_nan_op on the graph as it was launched: its op nodes' arguments put back for the probe."""
-    now = [(n, n.buffer, n.args, n.kwargs, n.operands) for n, *_ in c.ops]
+    """find_nan_op on the graph as it was launched: its op nodes computed again by the probe (the
+    roots still know their operands: Pending)."""
+    inputs = set(c.graph.inputs)
+    ops = [(n, n.buffer) for n in c.graph.order if n not in inputs]
     try:
-        for n, args, kwargs, operands in c.ops:
-            n.buffer, n.args, n.kwargs, n.operands = None, args, kwargs, operands
+        for n, _ in ops:
+            n.buffer = None
         return find_nan_op(c.graph, c.args)
     finally:
-        for n, buffer, args, kwargs, operands in now:
-            n.buffer, n.args, n.kwargs, n.operands = buffer, args, kwargs, operands
+        for n, buffer in ops:
+            n.buffer = buffer
 
 
 @jax_entry

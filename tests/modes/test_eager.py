@@ -127,6 +127,51 @@ def test_repeated_op_replays_its_executable_with_exact_counters(eager):
     assert xlanb.runtime_state().pending == []
 
 
+def test_an_op_on_a_view_of_a_computed_tensor_is_one_launch_on_the_base(eager, monkeypatch):
+    """x.t() + 1 in eager mode: the view is computed inside the op's executable, whose input is x's
+    buffer; the second time on same-typed inputs replays it (no graph built). The values follow the
+    base as it changes (an in-place write, a new base), and views that differ in any argument, in the
+    base's layout or in the other operand get executables of their own."""
+    from xlanb.runtime import executor
+    built = []
+    new_graph = executor.new_graph
+    monkeypatch.setattr(executor, "new_graph", lambda roots, name, *rest: built.append(name) or new_graph(roots, name, *rest))
+    base = torch.arange(12.0).reshape(3, 4)
+    x = base.to("xla")
+    y = torch.full((4, 3), 2.0).to("xla")
+    cases = [
+        (lambda t: t.t() + 0.5, lambda t: t.t() + 0.5),
+        (lambda t: t[1] * 3.0, lambda t: t[1] * 3.0),
+        (lambda t: t[:, 1:3].neg(), lambda t: t[:, 1:3].neg()),
+        (lambda t: t[:, 0:2].neg(), lambda t: t[:, 0:2].neg()),          # another slice: its own executable
+        (lambda t: t.t() * t.t(), lambda t: t.t() * t.t()),            # both operands views: a graph each time
+        (lambda t: t.t() - y, lambda t: t.t() - torch.full((4, 3), 2.0)),
+        (lambda t: t[0] + t, lambda t: t[0] + t),                       # the view and its own base
+        (lambda t: torch.tanh(t.t()), lambda t: torch.tanh(t.t())),
+    ]
+    for i, (run, reference) in enumerate(cases):
+        before = eager_compiles()
+        first = run(x)
+        compiled = eager_compiles() - before
+        built.clear()
+        second = run(x)
+        assert eager_compiles() - before == compiled          # the second time compiles nothing
+        assert len(built) == (1 if i == 4 else 0), i         # and builds no graph: the fast path
+        torch.testing.assert_close(first.cpu(), reference(base))
+        torch.testing.assert_close(second.cpu(), reference(base))
+    x.mul_(2)                                            # the base's next value: the views read it
+    base = base * 2
+    torch.testing.assert_close((x.t() + 0.5).cpu(), base.t() + 0.5)
+    torch.testing.assert_close((x[1] * 3.0).cpu(), base[1] * 3.0)
+    runs = eager_executes()
+    z = x[2] * 3.0
+    assert eager_executes() - runs == 1                  # one launch: the select inside the mul's executable
+    torch.testing.assert_close(z.cpu(), base[2] * 3.0)
+    w = torch.arange(12.0).reshape(4, 3).to("xla").t()     # a base of another shape, a view of the same shape
+    torch.testing.assert_close((w + 0.5).cpu(), torch.arange(12.0).reshape(4, 3).t() + 0.5)
+    assert xlanb.runtime_state().pending == []
+
+
 def test_fast_path_follows_the_cache_through_eviction_and_reset(eager):
     from xlanb._config import override
     x = torch.arange(4.0, device="xla")

@@ -342,8 +342,13 @@ def make_unary(func, plan: OpPlan):
             except NoMetaKernel:
                 return cpu_cut(func, args, kwargs)
         args = (na,)
-        if _rt.eager and na.buffer is not None and _rt.observer is None:
-            return _eager_op(func, name, args, args, m, key, (name, na.meta, default), (na.buffer,), None)
+        if _rt.eager and _rt.observer is None:
+            if na.buffer is not None:
+                return _eager_op(func, name, args, args, m, key, (name, na.meta, default), (na.buffer,), None)
+            source = _view_source(a)
+            if source is not None:          # a view of a computed tensor: the view and the op in one launch
+                base, chain = source
+                return _eager_op(func, name, args, args, m, key, (name, na.meta, default, chain), (base.buffer,), None)
         location = user_location() if _rt.track_locations else None
         return new_tensor(new_node(func, name, args, None, args, m, key, location), m)
     return h
@@ -388,8 +393,13 @@ def make_binary(func, plan: OpPlan):
                 m, key, default = memo[memo_key] = _memo_entry(func, plan, name, nargs)
             except NoMetaKernel:
                 return cpu_cut(func, args, kwargs)
-        if _rt.eager and na.buffer is not None and _rt.observer is None:
-            out = _eager_binary(func, name, na, nb, nargs, operands, m, key, (memo_key, default))
+        if _rt.eager and _rt.observer is None:
+            if na.buffer is not None:
+                out = _eager_binary(func, name, na, nb, nargs, operands, m, key, (memo_key, default))
+            else:
+                source = _view_source(a)
+                out = None if source is None else _eager_binary(func, name, source[0], nb, nargs, operands, m, key,
+                                                                (memo_key, default, source[1]))
             if out is not None:
                 return out
         location = user_location() if _rt.track_locations else None
@@ -397,8 +407,27 @@ def make_binary(func, plan: OpPlan):
     return h
 
 
+def _view_source(t: LazyTensor) -> tuple | None:
+    """(its base's node, the view chain's key) when `t` is a view of a computed tensor: the eager fast
+    path then computes the view inside the op's executable, whose one input is the base (x.t() + 1 is
+    one launch on x's buffer, as x + 1 is). None: not such a view (a pending base, the conj or neg bit,
+    a view argument with no hashable form)."""
+    if t._node is not None:
+        return None
+    base = t._storage.node
+    if base.buffer is None or t.is_conj() or t.is_neg():
+        return None
+    chain = (base.meta, tuple(step.spec() for step in t._views))
+    try:
+        hash(chain)
+    except TypeError:
+        return None
+    return base, chain
+
+
 def _eager_binary(func, name, na, nb, nargs, operands, m, key, memo_key):
-    """Eager mode on computed inputs: replay the op's executable, or run it once (None: not eligible)."""
+    """Eager mode on computed inputs: replay the op's executable, or run it once (None: not eligible).
+    `na` is the first operand's node, or the computed base of the view it reads (`_view_source`)."""
     scalar = None
     if type(nb) is Node:
         if nb.buffer is None:

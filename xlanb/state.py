@@ -94,6 +94,7 @@ class Runtime:
         # the LRU of executables: its class, and so its policy, is the runtime floor's (runtime/cache.py)
         self.cache = self.new_cache() if self.new_cache is not None else None
         self.eager_ops: dict = {}              # eager fast path: (op, input types) -> CacheKey of its graph
+        self.eager_write_memo = None           # (op, fast key, inputs, lifted numbers) of the in-place op running
         self.history: dict[str, collections.deque] = {}    # graph name -> recent CacheKeys (explainer)
         self.outstanding: list = []            # launched output arrays not yet known to be finished
         self.outstanding_limit = 64            # its length that makes the next launch drop the finished ones

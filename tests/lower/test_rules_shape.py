@@ -281,6 +281,34 @@ def test_view_rules_on_concrete_arrays():
                 np.testing.assert_array_equal(np.asarray(out), ref.numpy())
 
 
+def test_writing_through_permutations_and_reshapes_is_not_a_scatter():
+    """A view chain of reshapes and dim permutations keeps every element once: the write back is the
+    chain undone (transposes and reshapes), with no scatter by positions in the program."""
+    from xlanb.lower.rules.internal import view_scatter
+    chains = [
+        ((2, 3, 4), [("aten.transpose.int", (0, 2), (), None)], lambda t: t.transpose(0, 2)),
+        ((2, 3, 4), [("aten.permute.default", ((2, 0, 1),), (), None)], lambda t: t.permute(2, 0, 1)),
+        ((2, 3, 4), [("aten.transpose.int", (-1, -2), (), None)], lambda t: t.transpose(-1, -2)),
+        ((2, 3, 4), [("aten.view.default", ((6, 4),), (), None), ("aten.t.default", (), (), None)],
+         lambda t: t.view(6, 4).t()),
+        ((2, 3, 4), [("aten.permute.default", ((1, 2, 0),), (), None), ("aten.transpose.int", (0, 1), (), None)],
+         lambda t: t.permute(1, 2, 0).transpose(0, 1)),
+        ((5,), [("aten.t.default", (), (), None)], lambda t: t.t()),
+    ]
+    for shape, chain, view in chains:
+        base = torch.randn(*shape)
+        src = torch.randn(view(base).shape)
+        chain = tuple(chain)
+        with jax.enable_x64(True):
+            fn = jax.jit(lambda b, s: view_scatter(b, s, chain))
+            got = np.asarray(fn(base.numpy(), src.numpy()))
+            text = fn.lower(base.numpy(), src.numpy()).as_text()
+        want = base.clone()
+        view(want).copy_(src)
+        np.testing.assert_array_equal(got, want.numpy())
+        assert "scatter" not in text, chain
+
+
 # Non-view shape ops --------------------------------------------------------------------
 
 @pytest.mark.parametrize("dtype", F_B)

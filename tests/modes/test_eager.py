@@ -172,6 +172,59 @@ def test_an_op_on_a_view_of_a_computed_tensor_is_one_launch_on_the_base(eager, m
     assert xlanb.runtime_state().pending == []
 
 
+def test_an_in_place_op_replays_its_write_by_key(eager, monkeypatch):
+    """`self.op_(other)` in eager mode: the second time on same-typed values is one launch of the
+    remembered executable (no graph built), on a tensor's own value and through a view into its base,
+    with a number, another tensor or self as the other operand. Values, aliasing views and torch's
+    checks stay CPU's."""
+    from xlanb.runtime import executor
+    built = []
+    new_graph = executor.new_graph
+    monkeypatch.setattr(executor, "new_graph", lambda roots, name, *rest: built.append(name) or new_graph(roots, name, *rest))
+    cases = [
+        lambda t, y, y2: t.mul_(1.5),
+        lambda t, y, y2: t.add_(y),
+        lambda t, y, y2: t.mul_(t),
+        lambda t, y, y2: t.neg_(),
+        lambda t, y, y2: t[1].mul_(0.5),                 # through a view into the base
+        lambda t, y, y2: t.t().add_(2.0),
+        lambda t, y, y2: t[:, 1:3].sub_(y2),
+        lambda t, y, y2: t[2].add_(y),
+        lambda t, y, y2: (lambda v: v.mul_(v))(t[2]),     # a view and itself
+    ]
+    for own in (False, True):
+        for i, op in enumerate(cases):
+            cpu = (torch.arange(12.0).reshape(3, 4), torch.full((4,), 0.5), torch.tensor([1.0, -2.0]))
+            xla = tuple(t.to("xla") for t in cpu)
+            view = None if own else xla[0][0]            # x's value through its storage, seen by a view
+            op(*xla)
+            op(*cpu)
+            built.clear()
+            runs = eager_executes()
+            result = op(*xla)
+            expected = op(*cpu)
+            assert built == [] and eager_executes() - runs == 1, (own, i)       # one launch, no graph
+            torch.testing.assert_close(xla[0].cpu(), cpu[0])
+            torch.testing.assert_close(result.cpu(), expected)
+            if view is not None:
+                torch.testing.assert_close(view.cpu(), cpu[0][0])
+    ints = torch.arange(4).to("xla")
+    ints.add_(1)
+    ints.add_(1)
+    with pytest.raises(RuntimeError) as raised:          # a verdict of the op's types: raised every time
+        ints.mul_(0.5)
+    with pytest.raises(type(raised.value), match=str(raised.value)[:40]):
+        torch.arange(4).mul_(0.5)
+    assert ints.cpu().tolist() == [2, 3, 4, 5]
+    base = torch.zeros(3).to("xla")
+    base.add_(1.0)
+    wide = base.expand(2, 3)
+    with pytest.raises(RuntimeError, match="more than one element of the written-to tensor"):
+        wide.add_(1.0)                                   # internal overlap: refused as on the CPU
+    assert base.cpu().tolist() == [1.0, 1.0, 1.0]
+    assert xlanb.runtime_state().pending == []
+
+
 def test_fast_path_follows_the_cache_through_eviction_and_reset(eager):
     from xlanb._config import override
     x = torch.arange(4.0, device="xla")

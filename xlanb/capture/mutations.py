@@ -16,12 +16,12 @@ from xlanb.capture.record import NoMetaKernel, plan_of
 from xlanb.capture.rng import take_key
 from xlanb.capture.storages import storage_for
 from xlanb.state import runtime_state
-from xlanb.capture.tensor import (LazyTensor, new_view, storage_of, tensor_meta, value, view_chain,
+from xlanb.capture.tensor import (LazyTensor, new_view, rebind_holder, storage_of, tensor_meta, value, view_chain,
                                   write_value)
-from xlanb.capture.nodes import make_node
+from xlanb.capture.nodes import lift, make_node, scalar_class
 from xlanb.capture.overlap import check_write_overlap
 from xlanb.capture.views import as_strided_view
-from xlanb.ir.node import contiguous_strides
+from xlanb.ir.node import Scalar, contiguous_strides, data_node
 
 _rt = runtime_state()
 
@@ -107,7 +107,21 @@ def mutation_handler(func):
                              for a in functional._schema.arguments):
         return _factory_out(functional, out_names)
 
+    # the eager fast path for `self.op_(other)`: one output, written to self, nothing random
+    fast = not out_names and written[0][0] == 0 and len(schema.returns) == 1 and fplan.rule is not None \
+        and not fplan.rule.rng
+    name = str(func)
+
     def h(func, args, kwargs):
+        write = None
+        if fast and _rt.eager and not kwargs and _rt.observer is None and not _rt.pending:
+            write = _fast_write(args)
+            if write is not None:
+                fast_key, buffers, scalar, _, holder, old = write
+                out = realize.eager_launch((name, fast_key), name, buffers, scalar)
+                if out is not None:
+                    rebind_holder(holder, data_node(out, old.meta))
+                    return args[0]
         kwargs = kwargs or {}
         targets = _written_targets(written, args, kwargs)
         for t in targets:
@@ -145,12 +159,69 @@ def mutation_handler(func):
                     resize_out(target, out_meta.shape, out_meta.strides)
         for target, out in zip(targets, outs):
             write_value(target, out)
+        if write is not None:       # the graph's key is remembered by realize.sync_eager when it runs
+            _rt.eager_write_memo = (name, (name, write[0]), write[3], 0 if write[2] is None else 1)
         if not schema.returns:
             return None
         if out_names:
             return targets[0] if len(targets) == 1 else tuple(targets)
         return args[written[0][0]]
     return h
+
+
+def _fast_write(args) -> tuple | None:
+    """Eager mode, `self.op_()` or `self.op_(other)` on computed values: (the fast key, the input
+    buffers, the lifted number or None, the input nodes, what holds self's value, self's node or its
+    view's base), or None when the op takes the slow path. self may be a view of a computed tensor
+    (the view, the op and the write back into the base are one executable on the base's buffer);
+    other is a computed tensor with a value of its own, self itself, or a Python number. Everything
+    torch checks about such a write (dtypes, the number's range, internal overlap) is a function of
+    the key: the first time runs those checks on the slow path."""
+    target = args[0]
+    if type(target) is not LazyTensor or len(args) > 2 or target.is_conj() or target.is_neg():
+        return None
+    own = target._node
+    if own is not None:
+        old, holder, chain = own, target, None
+    else:
+        holder = target._storage
+        if holder.replay_hazard is not None:
+            return None
+        old = holder.node
+        chain = tuple(step.spec() for step in target._views)
+    if old.buffer is None:
+        return None
+    key = [old.meta, chain, torch.get_default_dtype()]
+    buffers, inputs, scalar = [old.buffer], [old], None
+    if len(args) == 2:
+        b = args[1]
+        tb = type(b)
+        if b is target:
+            key.append("self")
+        elif tb is LazyTensor:
+            nb = b._node
+            if nb is None or nb.buffer is None:
+                return None
+            if nb is old:
+                key.append("self")
+            else:
+                key.append(nb.meta)
+                buffers.append(nb.buffer)
+                inputs.append(nb)
+        elif tb is float or tb is int or tb is bool:
+            if type(lift(b)) is Scalar:
+                key.append(scalar_class(b))
+                scalar = b
+            else:
+                key.append((tb, b))
+        else:
+            return None
+    key = tuple(key)
+    try:
+        hash(key)
+    except TypeError:       # a view argument with no hashable form
+        return None
+    return key, tuple(buffers), scalar, inputs, holder, old
 
 
 def resize_out(t: LazyTensor, shape, strides, warn: bool = True) -> None:

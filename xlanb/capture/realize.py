@@ -170,11 +170,18 @@ _wait = wait
 
 
 def sync_eager(mark: int, name: str) -> None:
-    """Eager mode: computes what the last op made pending (_rt.pending[mark:])."""
+    """Eager mode: computes what the last op made pending (_rt.pending[mark:]); an in-place op that
+    the fast path may replay next time (`eager_write_memo`) has its graph's key remembered."""
     roots = pending_roots(_rt.pending[mark:])
+    memo, _rt.eager_write_memo = _rt.eager_write_memo, None
     if roots:
         # donating is safe only when no other pending graph may still read the old buffers
-        execute(roots, name=name, eager=True, cause="eager op", donate=(mark == 0))
+        graph, compiled = execute(roots, name=name, eager=True, cause="eager op", donate=(mark == 0))
+        if memo is not None and mark == 0 and memo[0] == name:
+            _, fast_key, inputs, scalars = memo
+            if (len(graph.inputs) == len(inputs) and all(a is b for a, b in zip(graph.inputs, inputs))
+                    and len(graph.scalars) == scalars and not graph.key.shardings and not _rt.config.debug_nans):
+                _rt.eager_ops[fast_key] = compiled.key
     del _rt.pending[mark:]
     if _rt.nan_error is not None:           # at the op, as index checks are
         raise_nan()
@@ -199,6 +206,13 @@ _SINGLE = SingleDeviceSharding
 
 def eager_replay(fast_key, name: str, meta, buffers: tuple, scalar) -> LazyTensor | None:
     """The op's result if it ran before with these input types (None: take the slow path)."""
+    out = eager_launch(fast_key, name, buffers, scalar)
+    return None if out is None else new_tensor(data_node(out, meta), meta)
+
+
+def eager_launch(fast_key, name: str, buffers: tuple, scalar):
+    """The output buffer of the executable remembered under `fast_key`, launched on `buffers` (and the
+    op's one lifted number), or None when there is none to replay (take the slow path)."""
     key = _rt.eager_ops.get(fast_key)
     if key is None:
         return None
@@ -217,8 +231,8 @@ def eager_replay(fast_key, name: str, meta, buffers: tuple, scalar) -> LazyTenso
     args = list(buffers)
     if scalar is not None:
         args.append(np.array((scalar,), _F64 if type(scalar) is float else _I64))
-    (out,) = executor.launch(compiled, name, args, eager=True, cached=True)
-    return new_tensor(data_node(out, meta), meta)
+    (out,) = executor.launch(compiled, name, args, eager=True, cached=True, donated=len(key.donate))
+    return out
 
 
 def eager_run(node: Node, fast_key) -> LazyTensor:

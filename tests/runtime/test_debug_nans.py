@@ -165,16 +165,19 @@ class _NotReady:
         return np.asarray(self.flag)
 
 
-def test_a_sync_does_not_wait_for_the_flag_and_a_later_read_raises(monkeypatch):
-    # reading the flag at the launch would make the host wait for the graph: a training loop's next
-    # trace would no longer overlap this step's execution. A sync reads the flags of finished graphs only.
+@pytest.fixture
+def unfinished(monkeypatch):
+    """Every checked launch's flag reports its graph unfinished until `_NotReady.done` is set."""
     from xlanb.runtime import nans
     check = nans.check
-
-    def unfinished(graph, outs, args, *, now):
-        return check(graph, (*outs[:-1], _NotReady(outs[-1])), args, now=now)
-    monkeypatch.setattr(nans, "check", unfinished)
+    monkeypatch.setattr(nans, "check", lambda graph, outs, args, *, now: check(
+        graph, (*outs[:-1], _NotReady(outs[-1])), args, now=now))
     monkeypatch.setattr(_NotReady, "done", False)
+
+
+def test_a_sync_does_not_wait_for_the_flag_and_a_later_read_raises(unfinished):
+    # reading the flag at the launch would make the host wait for the graph: a training loop's next
+    # trace would no longer overlap this step's execution. A sync reads the flags of finished graphs only.
     with override(debug_nans=True):
         x = xla([4.0, -1.0])
         y = torch.sqrt(x); line = here()     # noqa: E702
@@ -197,14 +200,9 @@ def test_a_sync_does_not_wait_for_the_flag_and_a_later_read_raises(monkeypatch):
     assert torch.equal(torch.isnan(w.cpu()), torch.tensor([False, True]))
 
 
-def test_wait_reads_the_flags_it_waited_for_and_raises(monkeypatch):
+def test_wait_reads_the_flags_it_waited_for_and_raises(unfinished):
     # xlanb.sync(); xlanb.wait() is xlanb.sync(wait=True): once the host has waited for the graphs,
     # their flags are read there (where they cost least), and the NaN raised, not at a later sync
-    from xlanb.runtime import nans
-    check = nans.check
-    monkeypatch.setattr(nans, "check", lambda graph, outs, args, *, now: check(
-        graph, (*outs[:-1], _NotReady(outs[-1])), args, now=now))
-    monkeypatch.setattr(_NotReady, "done", False)        # the sync finds the graph unfinished
     with override(debug_nans=True):
         x = xla([4.0, -1.0])
         y = torch.sqrt(x); line = here()     # noqa: E702
@@ -221,15 +219,10 @@ def test_wait_reads_the_flags_it_waited_for_and_raises(monkeypatch):
     assert z.cpu().tolist() == [8.0, -2.0] and torch.isnan(y.cpu()).tolist() == [False, True]
 
 
-def test_a_checked_root_keeps_its_operands_until_its_flag_is_read(monkeypatch):
+def test_a_checked_root_keeps_its_operands_until_its_flag_is_read(unfinished):
     # the probe that names the op runs the graph again, so the roots of a check not read yet keep
     # their operands (unchecked roots forget them when stored); once read, they forget them too
     from xlanb.capture.tensor import holder_node
-    from xlanb.runtime import nans
-    check = nans.check
-    monkeypatch.setattr(nans, "check", lambda graph, outs, args, *, now: check(
-        graph, (*outs[:-1], _NotReady(outs[-1])), args, now=now))
-    monkeypatch.setattr(_NotReady, "done", False)
     with override(debug_nans=True):
         y = torch.sqrt(xla([4.0, 9.0])) + 1
         xlanb.sync()
@@ -241,12 +234,7 @@ def test_a_checked_root_keeps_its_operands_until_its_flag_is_read(monkeypatch):
     assert y.tolist() == [3.0, 4.0]
 
 
-def test_turning_it_off_reads_the_checks_left(monkeypatch):
-    from xlanb.runtime import nans
-    check = nans.check
-    monkeypatch.setattr(nans, "check", lambda graph, outs, args, *, now: check(
-        graph, (*outs[:-1], _NotReady(outs[-1])), args, now=now))
-    monkeypatch.setattr(_NotReady, "done", False)
+def test_turning_it_off_reads_the_checks_left(unfinished):
     with override(debug_nans=True):
         y = torch.sqrt(xla([4.0, -1.0])); line = here()     # noqa: E702
         xlanb.sync()

@@ -29,8 +29,8 @@ from xlanb.capture.overlap import check_write_overlap
 from xlanb.capture.realize import check_execution, copy_across, eager_replay, eager_run, to_cpu
 from xlanb.capture.record import NoMetaKernel, OpPlan, plan_of
 from xlanb.capture.verdict import check_once, raise_cpu_error
-from xlanb.capture.tensor import (LazyTensor, ViewStep, new_tensor, new_view, storage_of, tensor_meta, value,
-                                  view_chain, write, write_value)
+from xlanb.capture.tensor import (LazyTensor, ViewStep, computed_view, new_tensor, new_view, storage_of, tensor_meta,
+                                  value, view_chain, write, write_value)
 from xlanb.capture.nodes import lift, make_node, new_node, scalar_class
 from xlanb.ir.node import Meta, Node, Scalar, const_key, intern_meta, local_key, meta_of
 from xlanb.lower.fallback import host_dispatch
@@ -345,7 +345,7 @@ def make_unary(func, plan: OpPlan):
         if _rt.eager and _rt.observer is None:
             if na.buffer is not None:
                 return _eager_op(func, name, args, args, m, key, (name, na.meta, default), (na.buffer,), None)
-            source = _view_source(a)
+            source = computed_view(a)
             if source is not None:          # a view of a computed tensor: the view and the op in one launch
                 base, chain = source
                 return _eager_op(func, name, args, args, m, key, (name, na.meta, default, chain), (base.buffer,), None)
@@ -397,7 +397,7 @@ def make_binary(func, plan: OpPlan):
             if na.buffer is not None:
                 out = _eager_binary(func, name, na, nb, nargs, operands, m, key, (memo_key, default))
             else:
-                source = _view_source(a)
+                source = computed_view(a)
                 out = None if source is None else _eager_binary(func, name, source[0], nb, nargs, operands, m, key,
                                                                 (memo_key, default, source[1]))
             if out is not None:
@@ -407,27 +407,9 @@ def make_binary(func, plan: OpPlan):
     return h
 
 
-def _view_source(t: LazyTensor) -> tuple | None:
-    """(its base's node, the view chain's key) when `t` is a view of a computed tensor: the eager fast
-    path then computes the view inside the op's executable, whose one input is the base (x.t() + 1 is
-    one launch on x's buffer, as x + 1 is). None: not such a view (a pending base, the conj or neg bit,
-    a view argument with no hashable form)."""
-    if t._node is not None:
-        return None
-    base = t._storage.node
-    if base.buffer is None or t.is_conj() or t.is_neg():
-        return None
-    chain = (base.meta, tuple(step.spec() for step in t._views))
-    try:
-        hash(chain)
-    except TypeError:
-        return None
-    return base, chain
-
-
 def _eager_binary(func, name, na, nb, nargs, operands, m, key, memo_key):
     """Eager mode on computed inputs: replay the op's executable, or run it once (None: not eligible).
-    `na` is the first operand's node, or the computed base of the view it reads (`_view_source`)."""
+    `na` is the first operand's node, or the computed base of the view it reads (`computed_view`)."""
     scalar = None
     if type(nb) is Node:
         if nb.buffer is None:

@@ -16,8 +16,8 @@ from xlanb.capture.record import NoMetaKernel, plan_of
 from xlanb.capture.rng import take_key
 from xlanb.capture.storages import storage_for
 from xlanb.state import runtime_state
-from xlanb.capture.tensor import (LazyTensor, new_view, rebind_holder, storage_of, tensor_meta, value, view_chain,
-                                  write_value)
+from xlanb.capture.tensor import (LazyTensor, computed_view, new_view, rebind_holder, storage_of, tensor_meta, value,
+                                  view_chain, write_value)
 from xlanb.capture.nodes import lift, make_node, scalar_class
 from xlanb.capture.overlap import check_write_overlap
 from xlanb.capture.views import as_strided_view
@@ -178,20 +178,19 @@ def _fast_write(args) -> tuple | None:
     torch checks about such a write (dtypes, the number's range, internal overlap) is a function of
     the key: the first time runs those checks on the slow path."""
     target = args[0]
-    if type(target) is not LazyTensor or len(args) > 2 or target.is_conj() or target.is_neg():
+    if type(target) is not LazyTensor or len(args) > 2:
         return None
     own = target._node
     if own is not None:
-        old, holder, chain = own, target, None
-    else:
-        holder = target._storage
-        if holder.replay_hazard is not None:
+        if own.buffer is None:
             return None
-        old = holder.node
-        chain = tuple(step.spec() for step in target._views)
-    if old.buffer is None:
-        return None
-    key = [old.meta, chain, torch.get_default_dtype()]
+        old, holder, where = own, target, own.meta
+    else:
+        source = computed_view(target)
+        if source is None or target._storage.replay_hazard is not None:
+            return None
+        (old, where), holder = source, target._storage
+    key = [where, torch.get_default_dtype()]
     buffers, inputs, scalar = [old.buffer], [old], None
     if len(args) == 2:
         b = args[1]
@@ -216,12 +215,7 @@ def _fast_write(args) -> tuple | None:
                 key.append((tb, b))
         else:
             return None
-    key = tuple(key)
-    try:
-        hash(key)
-    except TypeError:       # a view argument with no hashable form
-        return None
-    return key, tuple(buffers), scalar, inputs, holder, old
+    return tuple(key), tuple(buffers), scalar, inputs, holder, old
 
 
 def resize_out(t: LazyTensor, shape, strides, warn: bool = True) -> None:

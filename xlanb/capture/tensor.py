@@ -373,6 +373,29 @@ def rebind_holder(holder, node: Node) -> None:
     holder.version += 1
 
 
+def view_spec(t: LazyTensor) -> tuple:
+    """The view chain from t's storage to t, as a hashable-where-possible spec (one per step)."""
+    return tuple(step.spec() for step in t._views)
+
+
+def computed_view(t: LazyTensor) -> tuple | None:
+    """(its storage's node, the key of where t sits in it: that node's meta and t's view spec) when t
+    reads a computed storage through a chain of views (an empty one included), for the eager fast
+    paths that compute the view inside the op's executable; None for a tensor with a value of its
+    own, a pending storage, the conj or neg bit, or a view argument with no hashable form."""
+    if t._node is not None:
+        return None
+    base = t._storage.node
+    if base.buffer is None or t.is_conj() or t.is_neg():
+        return None
+    where = (base.meta, view_spec(t))
+    try:
+        hash(where)
+    except TypeError:
+        return None
+    return base, where
+
+
 def forget_view(t: LazyTensor) -> None:
     """Drops a view's memo of its value (the storage under it is about to be rebound)."""
     t._view_node = None
@@ -414,7 +437,7 @@ def write(t: LazyTensor, new: Node) -> None:
         check_no_replay_hazard(s)
     old = s.node
     if t._views:
-        chain = tuple(step.spec() for step in t._views)
+        chain = view_spec(t)
         new = make_node("xlanb.view_scatter", "xlanb.view_scatter", (old, new, chain), None, old.meta)
     if old.buffer is not None:
         _rt.overwritten.add(old)

@@ -24,7 +24,7 @@ from xlanb.capture.realize import sync
 from xlanb.capture.tensor import new_tensor
 from xlanb.ir.node import data_node, intern_meta
 from xlanb.lower.dtypes import torch_to_numpy
-from xlanb.runtime.partition import place
+from xlanb.runtime.partition import lay_out
 from xlanb.spmd.mesh import as_mesh
 from xlanb.state import emit, runtime_state
 
@@ -93,15 +93,13 @@ class DeviceLoader:
         if self.mesh is None:
             sharding = jax.sharding.SingleDeviceSharding(_rt.jax_device())
         else:
-            size = self.mesh.shape()[self.data_axis]
-            if t.dim() == 0 or t.shape[0] % size:
+            if t.dim() == 0:
                 raise ValueError(
-                    f"DeviceLoader: batch {index} has a tensor {meta.text} whose first dimension does not divide "
-                    f"over mesh axis {self.data_axis!r} ({size} devices) of {self.mesh}. Use a batch size that is a "
-                    f"multiple of {size} (DataLoader(..., drop_last=True) drops a short last batch).")
+                    f"DeviceLoader: batch {index} has a tensor {meta.text} with no dimension to split over mesh axis "
+                    f"{self.data_axis!r} of {self.mesh}. Give each sample a batch dimension.")
             sharding = NamedSharding(self.mesh.jax_mesh, PartitionSpec(self.data_axis, *([None] * (t.dim() - 1))))
         start = time.perf_counter_ns()
         with jax.enable_x64(True):
-            buf = place(np.ascontiguousarray(host), sharding)
+            buf = lay_out(np.ascontiguousarray(host), meta.shape, sharding)    # a short batch: padded shards
         emit(events.Transfer(direction="to_device", nbytes=host.nbytes, ns=time.perf_counter_ns() - start))
         return new_tensor(data_node(buf, meta), meta), host.nbytes

@@ -37,7 +37,7 @@ def test_hybrid_mesh_lays_each_slice_out_by_coordinates(result):
 
 def test_global_tensor_from_cpu_shards(result):
     assert result["tiled"] == [list(map(float, range(16))), f"{{devices=[8]{ALL}}}"]
-    assert result["trimmed"] == [list(map(float, range(12))), "{replicated}"]     # uneven: held replicated
+    assert result["trimmed"] == [list(map(float, range(12))), f"{{devices=[8]{ALL}}}"]     # uneven: padded shards
     assert result["partial"] == [[0, 1]]
     assert result["replicated"] == [[7], "{replicated}"]
     assert result["bad_shards"] == ["_global_tensor_from_cpu_shards"] * 4

@@ -59,3 +59,23 @@ def test_visualize_sharding_prints_and_returns_the_tile_picture(result):
     assert printed == shown + "\n"
     assert shown.splitlines()[0] == "f32[16] ('data',) on mesh data=8"
     assert "|dev 0 |dev 1 |dev 2 |dev 3 |dev 4 |dev 5 |dev 6 |dev 7 |" in shown
+
+
+def test_uneven_shards_are_zero_padded_local_shards(result):
+    assert result["uneven_spec"] == f"{{devices=[8]{ALL}}}"
+    spans = [[min(2 * i, 9), min(2 * i + 2, 9)] for i in range(8)]      # 2 a device, the last holds padding only
+    assert [s[0] for s in result["uneven_shards"]] == spans
+    for i, ((start, stop), data, unpadded) in enumerate(result["uneven_shards"]):
+        assert data == [float(v) if v < 9 else 0.0 for v in (2 * i, 2 * i + 1)]
+        assert unpadded == [float(v) for v in range(start, stop)]
+    assert result["uneven_value"]
+
+
+def test_one_op_sharding_made_per_spec(result):
+    assert result["op_shardings"] == [1, 1, 2]
+
+
+def test_minibatch_loader_refuses_a_batch_that_does_not_divide(result):
+    assert result["minibatch"] == ("When minibatch is configured, the per-host batch size must be divisible by local "
+                                   "runtime device count. Per host input data shape = torch.Size([7, 2]), "
+                                   "local_runtime_device_count = 8")

@@ -76,16 +76,13 @@ def test_bad_shardings_name_the_tensor_spec_and_mesh_at_the_users_line():
     assert e["unknown_axis"]["message"].startswith(
         "mark_sharding(weights: f32[10,6], ('batch', None), mesh data=2 model=4): 'batch' is not an axis")
     assert "the partition spec has 3 entries but the tensor has 2 dimensions" in e["too_long"]["message"]
-    assert e["not_divisible"]["message"] == (
-        "mark_sharding(weights: f32[10,6], ('model', None), mesh data=2 model=4): dimension 0 (size 10) does not "
-        "divide over mesh axis 'model' (4 devices). Pad it to a multiple of 4, or shard another dimension.")
-    assert e["pending_not_divisible"]["message"].startswith("mark_sharding(pending: f32[10,6], (None, 'model')")
+    assert e["pending_extra_axis"]["message"].startswith("mark_sharding(pending: f32[10,6], (None, 'model', 'data')")
     assert e["too_big"]["message"].startswith("Mesh: mesh_shape (4, 4) needs 16 devices but 8 are present")
     assert "--xla_force_host_platform_device_count=16" in e["too_big"]["message"]
     assert e["cpu_tensor"]["type"] == "TypeError" and "Move it first" in e["cpu_tensor"]["message"]
-    assert "first dimension does not divide over mesh axis 'data' (2 devices)" in e["loader_batch"]["message"]
+    assert "f32[] with no dimension to split over mesh axis 'data'" in e["loader_scalar"]["message"]
     assert "data_axis 'batch' is not an axis" in e["loader_axis"]["message"]
-    for label in ("unknown_axis", "too_long", "not_divisible", "pending_not_divisible", "too_big"):
+    for label in ("unknown_axis", "too_long", "pending_extra_axis", "too_big", "loader_scalar"):
         assert e[label]["type"] == "ValueError"
     for label, err in e.items():                 # raised at the user's line
         assert err["line"].startswith(f'attempt("{label}"'), label
@@ -123,6 +120,23 @@ def test_a_replayed_data_parallel_step_equals_tracing_and_guards_its_shardings()
     assert r["compiles_after_step2"] == 0
     (miss,) = r["misses"]
     assert miss == "replay guard failed: argument 0 sharding ('data', None) -> (None, None)"
+
+
+def test_uneven_shards_are_padded_and_compute_as_on_cpu():
+    r = run_program("uneven")
+    spec = "('model', None) on mesh data=2 model=4"
+    for where in ("computed", "inplace"):          # 9 rows over 4: buffers of 12 rows, shards of 3
+        assert r[where] == {"buffer": [12, 6], "shards": [[3, 6]], "spec": spec}, where
+    assert r["computed_value"] and r["padding_zero"] and r["rows"] and r["inplace_value"]
+    assert r["picture_devices"] == [0, 1, 2, 4, 5, 6]      # devices 3 and 7 hold padding only: no tile
+    assert r["matmul"] <= 1e-5 and r["sum"] <= 1e-5
+    assert r["pending"] == {"buffer": [10, 8], "shards": [[5, 2]], "spec": "('data', 'model') on mesh data=2 model=4"}
+    assert r["pending_value"]
+    assert r["recompiles"] == 0
+    assert r["grad"] <= 1e-5 and r["bias_grad"] <= 1e-5
+    assert r["loader"] == {"buffer": [6, 3], "shards": [[3, 3]], "spec": "('data', None) on mesh data=2 model=4"}
+    assert r["loader_value"]
+    assert r["cleared"] == [9, 6] and r["cleared_value"]
 
 
 def test_set_local_shards_replaces_each_tile_and_keeps_the_sharding():

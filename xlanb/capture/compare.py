@@ -229,7 +229,7 @@ class Comparison:
             node = realize.realize(t, "xlanb.compare: a twin for a tensor made before the region")
         finally:
             _rt.allow_execution = allowed
-        return realize.with_layout(download(node.buffer), node.meta).clone()
+        return realize.with_layout(download(node.buffer, node.meta.shape), node.meta).clone()
 
     def _to_cpu(self, x, written: bool = False):
         t = type(x)
@@ -429,7 +429,7 @@ def _base_of(t: LazyTensor) -> LazyTensor:
 
 def _host_value(o: _Output) -> torch.Tensor:
     node = base_node(o.xla)
-    host = realize.with_layout(download(node.buffer), node.meta)
+    host = realize.with_layout(download(node.buffer, node.meta.shape), node.meta)
     for step in o.chain:
         host = step.on_host(host)
     return host

@@ -358,7 +358,7 @@ def to_cpu(t: LazyTensor, cause: str = "value access") -> torch.Tensor:
     chain = view_chain(t)
     if host is None:
         n = realize(t, cause)
-        host = _downloaded(n) if chain else download(n.buffer)
+        host = _downloaded(n) if chain else download(n.buffer, n.meta.shape)
         if _rt.device_checks:
             bounds.raise_failed()
     if chain:
@@ -378,7 +378,7 @@ def _downloaded(n: Node) -> torch.Tensor:
     downloads it once."""
     ref, host = _rt.last_download
     if ref is None or ref() is not n:
-        host = download(n.buffer)
+        host = download(n.buffer, n.meta.shape)
         _rt.last_download = (weakref.ref(n, _forget_download), host)
     return host
 

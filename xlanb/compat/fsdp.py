@@ -15,13 +15,12 @@ from xlanb.spmd.mesh import as_mesh
 
 def _shard_first_dim(output, mesh) -> None:
     """The default `shard_output`: the output (or a tuple's first element) split along its first
-    dimension over "fsdp", when that dimension divides (torch_xla pads; xlanb leaves it whole)."""
+    dimension over "fsdp" (padded where it does not divide, as torch_xla pads it)."""
     real = output[0] if isinstance(output, tuple) else output
     if not isinstance(real, torch.Tensor):
         raise RuntimeError(f"SpmdFullyShardedDataParallel: the output type is not supported: {type(output)}. "
                            "Pass shard_output=callable(output, mesh).")
-    n = mesh.shape()["fsdp"]
-    if real.dim() and real.shape[0] % n == 0:
+    if real.dim():
         api.mark_sharding(real, mesh, ("fsdp",) + (None,) * (real.dim() - 1))
 
 

@@ -9,6 +9,9 @@ xlanb.DeviceLoader does; other specs are refused.
 
 from __future__ import annotations
 
+import torch
+from torch.utils import _pytree as pytree
+
 from xlanb.compat import profiler, steps
 from xlanb.loader import DeviceLoader
 from xlanb.spmd.mesh import as_mesh
@@ -63,6 +66,29 @@ class _PerDeviceLoader:
     next = __next__
 
 
+class _Minibatches:
+    """A loader whose batches are this process's part of the global batch (`ShardingSpec(...,
+    minibatch=True)`): each one's first dimension must divide over this process's devices."""
+
+    def __init__(self, loader):
+        self.loader = loader
+
+    def __len__(self) -> int:
+        return len(self.loader)
+
+    def __iter__(self):
+        import jax
+        from xlanb._config import config
+        count = jax.local_device_count(config().platform or None)
+        for batch in self.loader:
+            for t in pytree.tree_leaves(batch):
+                if isinstance(t, torch.Tensor) and t.dim() > 0 and t.shape[0] % count:
+                    raise RuntimeError("When minibatch is configured, the per-host batch size must be divisible by "
+                                       f"local runtime device count. Per host input data shape = {t.size()}, "
+                                       f"local_runtime_device_count = {count}")
+            yield batch
+
+
 class MpDeviceLoader:
     """`pl.MpDeviceLoader(loader, device, **kwargs)`: batches on the xla device, uploaded ahead."""
 
@@ -75,6 +101,8 @@ class MpDeviceLoader:
         self._loader = loader
         self._device = device
         mesh, axis = _data_axis(input_sharding)
+        if getattr(input_sharding, "minibatch", False):
+            loader = _Minibatches(loader)
         self._device_loader = DeviceLoader(loader, mesh=mesh, data_axis=axis or "data",
                                            prefetch=max(1, int(device_prefetch_size)), sync_each_step=False)
 

@@ -16,7 +16,7 @@ import numpy as np
 import torch
 from jax.sharding import NamedSharding, PartitionSpec
 
-from xlanb.compat import devices
+from xlanb.compat import counters, devices
 from xlanb.spmd import mesh as spmd_mesh
 
 
@@ -78,7 +78,17 @@ class Mesh(spmd_mesh.Mesh):
 
     def get_op_sharding(self, partition_spec: tuple) -> NamedSharding:
         """The sharding `partition_spec` names on this mesh (torch_xla returns XLA's OpSharding;
-        xlanb hands the same thing to XLA as a jax NamedSharding)."""
+        xlanb hands the same thing to XLA as a jax NamedSharding). Made once per spec and mesh, as
+        torch_xla caches it; each one made counts `CreateOpSharding`."""
+        key = tuple(partition_spec)
+        made = self.__dict__.setdefault("_op_shardings", {})
+        sharding = made.get(key)
+        if sharding is None:
+            sharding = made[key] = self._op_sharding(key)
+            counters.increment_counter("CreateOpSharding")
+        return sharding
+
+    def _op_sharding(self, partition_spec: tuple) -> NamedSharding:
         names = self.jax_mesh.axis_names
         entries = []
         for entry in partition_spec:
@@ -129,9 +139,8 @@ class HybridMesh(Mesh):
 def global_tensor_from_cpu_shards(shards: list, sharding: NamedSharding, global_shape=None) -> torch.Tensor:
     """The xla tensor whose shards are `shards` (one CPU tensor per device of the sharding, in
     device-id order, all of one shape; the last ones may carry padding), sharded as `sharding`.
-    `global_shape` defaults to the shards put together; a smaller one drops padding. A shape that
-    divides over the mesh keeps the sharding; an uneven one is held replicated over the mesh
-    (xlanb has no padded shards)."""
+    `global_shape` defaults to the shards put together; a smaller one drops padding (the tensor is
+    then held in padded shards, as torch_xla holds it)."""
     from xlanb.spmd import api
     devices = sorted(sharding.device_set, key=lambda d: spmd_mesh_position(d))
     if len(shards) != len(devices):
@@ -161,10 +170,7 @@ def global_tensor_from_cpu_shards(shards: list, sharding: NamedSharding, global_
     t = whole[tuple(slice(0, g) for g in shape)].contiguous().to("xla")
     mesh = spmd_mesh.as_mesh(sharding.mesh)
     spec = (None,) * len(shape) if replicated else tuple(sharding.spec) + (None,) * (len(shape) - len(sharding.spec))
-    if all(g == p for g, p in zip(shape, padded)):
-        api.mark_sharding(t, mesh, spec)
-    else:
-        api.mark_sharding(t, mesh, (None,) * len(shape))
+    api.mark_sharding(t, mesh, spec)
     return t
 
 

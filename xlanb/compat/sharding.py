@@ -114,8 +114,9 @@ def get_sharding_type(t) -> int | None:
 
 @dataclasses.dataclass
 class XLAShard:
-    """One shard on one of this process's devices: a CPU snapshot of its data, where it sits in the
-    global tensor (Ellipsis when replicated), its device ('CPU:3') and replica id."""
+    """One shard on one of this process's devices: a CPU snapshot of its data (zero-padded to the
+    shape every shard has where a dimension does not divide), where it sits in the global tensor
+    (Ellipsis when replicated), its device ('CPU:3') and replica id."""
     data: torch.Tensor
     indices: object
     shard_device: str
@@ -123,7 +124,9 @@ class XLAShard:
 
     @property
     def unpadded_data(self) -> torch.Tensor:
-        return self.data
+        if not isinstance(self.indices, list):
+            return self.data
+        return self.data[tuple(slice(0, s.stop - s.start) for s in self.indices)]
 
 
 class XLAShardedTensor:
@@ -155,9 +158,7 @@ class XLAShardedTensor:
         shards = []
         for sh in sorted(node.buffer.addressable_shards, key=lambda sh: sh.device.id):
             data = torch.from_numpy(np.array(sh.data)).to(self.global_tensor.dtype)
-            indices = Ellipsis if replicated else [
-                slice(0 if s.start is None else s.start, n if s.stop is None else s.stop, 1)
-                for s, n in zip(sh.index, self.global_tensor.shape)]
+            indices = Ellipsis if replicated else [_clipped(s, n) for s, n in zip(sh.index, self.global_tensor.shape)]
             shards.append(XLAShard(data, indices, f"{device_type()}:{sh.device.id}", sh.replica_id))
         return shards
 
@@ -182,6 +183,12 @@ class XLAShardedTensor:
 
     def __repr__(self) -> str:
         return f"XLAShardedTensor({self.global_tensor})"
+
+
+def _clipped(s: slice, n: int) -> slice:
+    """A shard's span of a dimension of size `n` (its index runs over the padded size)."""
+    start, stop, _ = s.indices(n)
+    return slice(start, max(start, stop), 1)
 
 
 def _wrap(v):
@@ -214,11 +221,13 @@ def mark_sharding(t, mesh, partition_spec) -> XLAShardedTensor:
     """Shards `t` in place (xlanb.spmd.mark_sharding; partition entries are mesh axis indices or
     names, tuples of them, or None) and returns it as an XLAShardedTensor."""
     t = _unwrap(t)
-    mesh = mesh_module.as_mesh(mesh)
+    given, mesh = mesh, mesh_module.as_mesh(mesh)
     if len(tuple(partition_spec)) != t.dim():
         raise ValueError(f"xs.mark_sharding: partition_spec {tuple(partition_spec)} has {len(tuple(partition_spec))} "
                          f"entries for a {t.dim()}-d tensor; give one per dimension (None replicates it)")
     api.mark_sharding(t, mesh, tuple(partition_spec))
+    if hasattr(given, "get_op_sharding"):           # torch_xla's Mesh: its sharding made once per spec
+        given.get_op_sharding(tuple(partition_spec))
     return XLAShardedTensor(t, mesh.mesh_shape, tuple(partition_spec))
 
 

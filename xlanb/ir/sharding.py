@@ -60,6 +60,17 @@ def sharding_key(s, ndim: int) -> ShardingKey:
     return ShardingKey(str(s._to_xla_hlo_sharding(ndim)), devices, sharding_text(s, ndim), s)
 
 
+def padded_shape(s, shape: tuple) -> tuple:
+    """The shape of the buffer that holds a value of `shape` laid out as `s`: each dimension rounded up
+    to a multiple of the tiles it is split into (padded shards, as torch_xla keeps them: jax arrays
+    have none that are uneven). `shape` itself when every dimension divides or `s` is on one device."""
+    shape = tuple(shape)
+    if not shape or type(s) is _SINGLE or len(s.device_set) == 1 or s.is_fully_replicated:
+        return shape
+    tiles = s._to_xla_hlo_sharding(len(shape)).tile_assignment_dimensions()[:len(shape)]
+    return tuple(-(-n // t) * t for n, t in zip(shape, tiles))
+
+
 def is_multi_device(s) -> bool:
     return type(s) is not _SINGLE and len(s.device_set) > 1
 

@@ -23,6 +23,7 @@ from xlanb.lower import fallback
 from xlanb.lower.dtypes import to_jax_dtype
 from xlanb.lower.precision import current_precision, lowering_precision
 from xlanb.lower.registry import Rule, lookup
+from xlanb.lower.rules import sharding as sharding_rules
 from xlanb.lower.torch_versions import CLAMP_WRAPS_NEGATIVE_INTO_UNSIGNED
 from xlanb.lower.tree import join, split
 
@@ -222,6 +223,7 @@ def build_function(graph: Graph):
                                    if st.rule is not None and st.rule.promote else (None, None))
         steps.append(st)
     root_pos = [index[r] for r in graph.roots]
+    unpad_in, pad_out = _padding(graph)
     n_inputs, n_floats, n_ints = len(input_pos), len(floats), len(ints)
     size = len(graph.order)
     matmul_precision = graph.key.matmul_precision     # the key's, not torch's setting when fn is traced
@@ -230,6 +232,8 @@ def build_function(graph: Graph):
         env = [None] * size
         for k, p in enumerate(input_pos):
             env[p] = arrays[k]
+        for k, cut in unpad_in:               # a padded sharded buffer: the value is its corner
+            env[input_pos[k]] = arrays[k][cut]
         rest = arrays[n_inputs:]
         scalars = {"f": [], "i": [], "casts": {}}
         if n_floats:
@@ -242,9 +246,23 @@ def build_function(graph: Graph):
         with lowering_precision(matmul_precision), np.errstate(over="ignore"):
             for st in steps:
                 env[st.pos] = run_step(st, env, scalars)
-        return tuple(env[p] for p in root_pos)
+            outs = [env[p] for p in root_pos]
+            for k, pad in pad_out:
+                outs[k] = sharding_rules.pad_output(outs[k], pad)
+        return tuple(outs)
 
     return fn, floats, ints
+
+
+def _padding(graph: Graph) -> tuple[list, list]:
+    """The inputs held in padded buffers (k, slices of their values), and the roots to leave
+    padded (k, pad): uneven shards (runtime/partition.py's lay_out). Only graphs on a mesh have any."""
+    if not graph.key.shardings and not any(n.name == sharding_rules.CONSTRAINT for n in graph.roots):
+        return [], []
+    unpad = [(k, tuple(slice(0, d) for d in n.meta.shape)) for k, n in enumerate(graph.inputs)
+             if tuple(getattr(n.buffer, "shape", n.meta.shape)) != tuple(n.meta.shape)]
+    pad = [(k, p) for k, p in ((k, sharding_rules.padded_output(r)) for k, r in enumerate(graph.roots)) if p is not None]
+    return unpad, pad
 
 
 def origin(n: Node, pos: int) -> str:

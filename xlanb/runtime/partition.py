@@ -15,15 +15,17 @@ import dataclasses
 import re
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 from jax.sharding import NamedSharding, PartitionSpec, SingleDeviceSharding
 
 from xlanb import events
 from xlanb.ir.graph import Graph
 from xlanb.ir.node import Meta
-from xlanb.ir.sharding import input_shardings, is_multi_device, mesh_text, sharding_key, sharding_text
+from xlanb.ir.sharding import input_shardings, is_multi_device, mesh_text, padded_shape, sharding_key, sharding_text
 
-CONSTRAINT = "xlanb.sharding_constraint"
+from xlanb.lower.rules.sharding import CONSTRAINT
+
 _SINGLE = SingleDeviceSharding
 
 
@@ -67,6 +69,31 @@ def place(x, sharding):
         return jax.make_array_from_callback(host.shape, sharding, lambda index: host[index])
 
 
+def lay_out(x, shape: tuple, sharding):
+    """A value of `shape` laid out as `sharding` (`x`: a jax array or a host array holding it, perhaps
+    in a padded buffer). Where a dimension does not divide over its tiles the buffer is padded with
+    zeros to the next multiple (`padded_shape`): graphs read such an input through a slice and pad
+    a root constrained so (lower/rules/sharding.py), as torch_xla pads uneven shards."""
+    shape = tuple(shape)
+    target = padded_shape(sharding, shape)
+    with jax.enable_x64(True):
+        if tuple(x.shape) != shape:
+            x = x[tuple(slice(0, n) for n in shape)]
+        if target != shape:
+            widths = [(0, t - n) for t, n in zip(target, shape)]
+            x = np.pad(x, widths) if isinstance(x, np.ndarray) else jnp.pad(x, widths)
+        return place(x, sharding)
+
+
+def unpadded(buf, shape: tuple):
+    """The value of `shape` a (perhaps padded) buffer holds, as a jax array."""
+    shape = tuple(shape)
+    if tuple(buf.shape) == shape:
+        return buf
+    with jax.enable_x64(True):
+        return buf[tuple(slice(0, n) for n in shape)]
+
+
 def normalize_inputs(graph: Graph) -> Graph:
     """A graph on a mesh whose inputs are partly on one device, as it is built (runtime/executor.py's
     new_graph, before anyone holds its key): those buffers are replicated over the mesh once (the same
@@ -104,7 +131,7 @@ def tiles(s, shape: tuple) -> tuple[tuple[int, ...], tuple[events.Tile, ...]]:
     ndim = len(shape)
     if ndim == 0:
         return (), (events.Tile(0, 1, 0, 1, tuple(sorted(d.id for d in s.device_set))),)
-    indices = s.devices_indices_map(tuple(shape))
+    indices = s.devices_indices_map(padded_shape(s, shape))     # spans over padding are clipped below
     if ndim == 1:
         rdim, cdim = None, 0
     else:
@@ -116,7 +143,8 @@ def tiles(s, shape: tuple) -> tuple[tuple[int, ...], tuple[events.Tile, ...]]:
     for device, idx in indices.items():
         r0, r1 = _span(idx[rdim], shape[rdim]) if rdim is not None else (0, 1)
         c0, c1 = _span(idx[cdim], shape[cdim])
-        blocks.setdefault((r0, r1, c0, c1), []).append(device.id)
+        if r0 < r1 and c0 < c1:            # a device holding padding only (uneven shards) draws no tile
+            blocks.setdefault((r0, r1, c0, c1), []).append(device.id)
     found = tuple(events.Tile(*b, tuple(sorted(ds))) for b, ds in sorted(blocks.items()))
     return ((cdim,) if rdim is None else (rdim, cdim)), found
 

@@ -40,8 +40,9 @@ def upload_numpy(host: np.ndarray) -> jax.Array:
 
 
 @jax_entry
-def download(buf: jax.Array) -> torch.Tensor:
-    """Waits for `buf` and copies it into a new CPU tensor."""
+def download(buf: jax.Array, shape: tuple | None = None) -> torch.Tensor:
+    """Waits for `buf` and copies it into a new CPU tensor; with `shape`, the value of that shape a
+    padded buffer (uneven shards: runtime/partition.py's lay_out) holds in its corner."""
     start = time.perf_counter_ns()
     try:
         if _rt.faults:
@@ -50,6 +51,8 @@ def download(buf: jax.Array) -> torch.Tensor:
     except BaseException as error:
         note_stage(error, f"copying {buf.nbytes} bytes from the device")
         raise
+    if shape is not None and host.shape != tuple(shape):
+        host = np.ascontiguousarray(host[tuple(slice(0, n) for n in shape)])
     t = numpy_to_torch(host)
     emit(events.Transfer(direction="from_device", nbytes=host.nbytes, ns=time.perf_counter_ns() - start))
     return t

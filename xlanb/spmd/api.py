@@ -2,6 +2,8 @@
 
 A computed tensor (a graph input) is laid out at once: its buffer becomes a sharded `jax.Array`.
 A pending tensor (an intermediate) gets a sharding constraint, lowered as `with_sharding_constraint`.
+A dimension that does not divide over its mesh axes is padded, as torch_xla pads uneven shards: the
+buffer holds the value in its corner (runtime/partition.py's lay_out), its shards are all one shape.
 Nothing here is a global switch: a tensor goes back to one device with `clear_sharding`, and
 `to_one_device` brings modules, optimizers and the RNG key back too.
 """
@@ -18,7 +20,7 @@ from xlanb.capture.tensor import LazyTensor, base_node, tensor_meta, value, view
 from xlanb.ir.node import data_node
 from xlanb.ir.sharding import is_multi_device, sharding_text
 from xlanb.runtime import executor
-from xlanb.runtime.partition import CONSTRAINT, constraint_key, place
+from xlanb.runtime.partition import CONSTRAINT, constraint_key, lay_out, unpadded
 from xlanb.spmd.mesh import Mesh, as_mesh, caller_name, named_sharding
 from xlanb.state import runtime_state
 
@@ -57,7 +59,7 @@ def mark_sharding(t: torch.Tensor, mesh, partition_spec, *, name: str = "") -> t
     sharding = named_sharding(meta, mesh, partition_spec, "mark_sharding", name or caller_name(t))
     node = base_node(t)
     if node.buffer is not None:
-        _set_buffer(t, place(node.buffer, sharding))
+        _set_buffer(t, lay_out(node.buffer, meta.shape, sharding))
     else:
         key = constraint_key(sharding, len(meta.shape))
         write(t, make_node(CONSTRAINT, CONSTRAINT, (node, key), None, node.meta))
@@ -73,7 +75,7 @@ def clear_sharding(t: torch.Tensor) -> torch.Tensor:
         write(t, node.args[0])
         return t
     node = realize(t, "clear_sharding")
-    _set_buffer(t, _one_device(node.buffer))
+    _set_buffer(t, unpadded(_one_device(node.buffer), node.meta.shape))
     return t
 
 
@@ -169,7 +171,7 @@ def to_one_device(*objects) -> None:
                     clear_sharding(t.grad)
     rng = _rt.rng
     if rng is not None and rng.node.buffer is not None and is_multi_device(rng.node.buffer.sharding):
-        rng.node = data_node(_one_device(rng.node.buffer), rng.node.meta)
+        rng.node = data_node(unpadded(_one_device(rng.node.buffer), rng.node.meta.shape), rng.node.meta)
         rng.version += 1
 
 

@@ -135,11 +135,6 @@ def named_sharding(t_meta, mesh: Mesh, partition_spec, what: str, name: str = ""
                 raise ValueError(f"{head}: mesh axis {a!r} is used for two dimensions; each axis shards one")
             used.append(a)
             names.append(a)
-        size = math.prod(mesh.shape()[a] for a in names)
-        if names and shape[dim] % size:
-            raise ValueError(f"{head}: dimension {dim} (size {shape[dim]}) does not divide over mesh axis "
-                             f"{' x '.join(map(repr, names))} ({size} devices). Pad it to a multiple of {size}, "
-                             "or shard another dimension.")
         entries.append(None if not names else names[0] if len(names) == 1 else tuple(names))
     return NamedSharding(mesh.jax_mesh, PartitionSpec(*entries))
 

@@ -107,4 +107,31 @@ wrapped = FSDPv2(make().to("xla"), mesh=fsdp_mesh)
 out["fsdp_weight_spec"] = torch_xla._XLAC._get_xla_sharding_spec(wrapped.module[0].weight)
 out["fsdp_losses"] = train(wrapped, "xla")
 out["cpu_losses"] = train(make(), "cpu")
+
+# uneven shards: 9 elements over 8 devices, padded to 2 each (torch_xla's local_shards)
+u_cpu = torch.arange(9.0)
+xu = xs.mark_sharding(u_cpu.to("xla"), mesh1, ("data",))
+out["uneven_spec"] = xu.sharding_spec
+out["uneven_shards"] = [[[[i.start, i.stop] for i in s.indices][0], s.data.tolist(), s.unpadded_data.tolist()]
+                        for s in xu.local_shards]
+out["uneven_value"] = bool(torch.equal((xu + 1).cpu(), u_cpu + 1))
+
+# one sharding made per mesh and spec (torch_xla's CreateOpSharding counter)
+import torch_xla.debug.metrics as met  # noqa: E402
+met.clear_all()
+counted = xs.Mesh(ids, (1, n))
+made = []
+for spec in ((0, 1), (0, 1), (0, None)):
+    xs.mark_sharding(torch.zeros(1, n).to("xla"), counted, spec)
+    made.append(met.counter_value("CreateOpSharding"))
+out["op_shardings"] = made
+
+# minibatch=True: each batch divides over this process's devices, or torch_xla's error
+short = pl.MpDeviceLoader([torch.zeros(n - 1, 2)], torch_xla.device(),
+                          input_sharding=xs.ShardingSpec(mesh1, ("data", None), minibatch=True))
+try:
+    next(iter(short))
+    out["minibatch"] = "no error"
+except RuntimeError as e:
+    out["minibatch"] = str(e)
 print("RESULT " + json.dumps(out))

@@ -25,11 +25,10 @@ def attempt(label, fn):
 
 attempt("unknown_axis", lambda: xs.mark_sharding(weights, mesh, ("batch", None)))
 attempt("too_long", lambda: xs.mark_sharding(weights, mesh, ("data", None, None)))
-attempt("not_divisible", lambda: xs.mark_sharding(weights, mesh, ("model", None)))
-attempt("pending_not_divisible", lambda: xs.mark_sharding(pending, mesh, (None, "model")))
+attempt("pending_extra_axis", lambda: xs.mark_sharding(pending, mesh, (None, "model", "data")))
 attempt("too_big", lambda: xs.Mesh(range(16), (4, 4), ("data", "model")))
 attempt("cpu_tensor", lambda: xs.mark_sharding(torch.randn(4, 4), mesh, ("data", None)))
-attempt("loader_batch", lambda: list(xlanb.DeviceLoader([torch.randn(5, 2)], mesh=mesh)))
+attempt("loader_scalar", lambda: list(xlanb.DeviceLoader([torch.tensor(5.0)], mesh=mesh)))
 attempt("loader_axis", lambda: xlanb.DeviceLoader([torch.randn(8, 2)], mesh=mesh, data_axis="batch"))
 value = pending.cpu()
 report(errors=errors, pending_kept=bool(torch.equal(value, weights.cpu() * 2)),

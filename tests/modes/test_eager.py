@@ -172,6 +172,44 @@ def test_an_op_on_a_view_of_a_computed_tensor_is_one_launch_on_the_base(eager, m
     assert xlanb.runtime_state().pending == []
 
 
+def test_an_op_with_constant_arguments_replays_its_executable(eager, monkeypatch):
+    """x.sum(dim=0), softmax(x, 1), x.flip([0]) in eager mode: the second call on a same-typed tensor
+    with the same constants replays the executable (no graph built); other constants, or a dtype given
+    by keyword, get executables of their own; values are CPU's, refusals CPU's."""
+    from xlanb.runtime import executor
+    built = []
+    new_graph = executor.new_graph
+    monkeypatch.setattr(executor, "new_graph", lambda roots, name, *rest: built.append(name) or new_graph(roots, name, *rest))
+    base = torch.randn(6, 5)
+    x = base.to("xla")
+    cases = [lambda t: t.sum(dim=0), lambda t: t.sum(dim=1), lambda t: t.mean(1, keepdim=True), lambda t: t.sum(),
+             lambda t: torch.softmax(t, 1), lambda t: t.cumsum(0), lambda t: t.argmax(1), lambda t: t.flip([0]),
+             lambda t: t.amax((0, 1)), lambda t: torch.tril(t, -1), lambda t: t.roll(2, 0), lambda t: t.repeat(2, 1),
+             lambda t: t.sum(0, dtype=torch.float64)]
+    for i, op in enumerate(cases):
+        before = eager_compiles()
+        first = op(x)
+        compiled = eager_compiles() - before
+        built.clear()
+        runs = eager_executes()
+        second = op(x)
+        assert eager_compiles() - before == compiled, i      # the second time compiles nothing
+        assert eager_executes() - runs == 1, i
+        assert len(built) == (1 if i == 12 else 0), i        # and builds no graph (a keyword: the generic path)
+        torch.testing.assert_close(first.cpu(), op(base))
+        torch.testing.assert_close(second.cpu(), op(base))
+    x.add_(1)                                                 # the next value of the same tensor: replayed on it
+    torch.testing.assert_close(x.sum(dim=0).cpu(), (base + 1).sum(dim=0))
+    with pytest.raises(IndexError) as xla_error:
+        x.sum(dim=2)
+    with pytest.raises(IndexError) as cpu_error:
+        base.sum(dim=2)
+    assert str(xla_error.value) == str(cpu_error.value)
+    i = torch.arange(6).to("xla")                             # another dtype: its own executable, CPU's result dtype
+    assert i.sum(dim=0).cpu().item() == 15 and i.sum(dim=0).dtype == torch.arange(6).sum(dim=0).dtype
+    assert xlanb.runtime_state().pending == []
+
+
 def test_an_in_place_op_replays_its_write_by_key(eager, monkeypatch):
     """`self.op_(other)` in eager mode: the second time on same-typed values is one launch of the
     remembered executable (no graph built), on a tensor's own value and through a view into its base,

@@ -306,11 +306,38 @@ def _fast_kind(func, plan: OpPlan) -> str | None:
     args = func._schema.arguments
     kinds = [str(a.type) for a in args if not a.kwarg_only]
     keyword = [a.name for a in args if a.kwarg_only]
-    if kinds == ["Tensor"] and not keyword:
+    if kinds == ["Tensor"]:             # keyword-only arguments (sum's dtype) given take the generic path
         return "unary"
     if len(kinds) == 2 and kinds[0] == "Tensor" and kinds[1] in ("Tensor", "number") and keyword in ([], ["alpha"]):
         return "binary"
+    if len(kinds) > 1 and kinds[0] == "Tensor" and all(_unwrapped(k) in _CONSTANT_TYPES for k in kinds[1:]):
+        return "constants"
     return None
+
+
+# argument types that are part of an op's key, never lifted as graph inputs: dims, flags, names
+_CONSTANT_TYPES = {"int", "List[int]", "SymInt", "List[SymInt]", "bool", "str"}     # a dtype is an int
+
+
+def _unwrapped(kind: str) -> str:
+    return kind[len("Optional["):-1] if kind.startswith("Optional[") else kind
+
+
+def _constant_key(args) -> tuple | None:
+    """An op's constant arguments as a key with their types (1 and True differ to torch), or None
+    for any other argument (a float or a tensor: the generic path lifts or records it)."""
+    key = []
+    for a in args:
+        t = type(a)
+        if t is int or t is bool or t is str or a is None or t is torch.dtype:
+            key.append((t, a))
+        elif t is list or t is tuple or t is torch.Size:
+            if not all(type(v) is int for v in a):
+                return None
+            key.append((t, tuple(a)))
+        else:
+            return None
+    return tuple(key)
 
 
 def _memo_entry(func, plan: OpPlan, name: str, nargs) -> tuple:
@@ -407,6 +434,59 @@ def make_binary(func, plan: OpPlan):
     return h
 
 
+def make_constants(func, plan: OpPlan):
+    """An op of one tensor and constant arguments (`x.sum(dim=0)`, `softmax(x, 1)`, `x.flip([0])`):
+    in eager mode on a computed tensor, the executable remembered for the tensor's type and the
+    constants is replayed, as the unary ops' is; anything else takes the generic path."""
+    memo: dict = {}         # (input meta, constants key) -> (constant node args, out meta, local key, default) or None
+    name = plan.name
+
+    def h(func, args, kwargs):
+        if kwargs or type(args[0]) is not LazyTensor or not _rt.eager or _rt.observer is not None:
+            return generic(func, args, kwargs)
+        na = args[0]._node
+        if na is None or na.buffer is None:
+            return generic(func, args, kwargs)
+        consts = _constant_key(args[1:])
+        if consts is None:
+            return generic(func, args, kwargs)
+        memo_key = (na.meta, consts)
+        try:
+            entry = memo[memo_key]
+        except KeyError:
+            entry = memo[memo_key] = _constants_entry(func, plan, name, args)
+        if entry is None:
+            return generic(func, args, kwargs)
+        tail, m, key, default = entry
+        if default is not None and default is not _default_dtype():
+            del memo[memo_key]
+            return generic(func, args, kwargs)
+        nargs = (na,) + tail
+        return _eager_op(func, name, nargs, (na,), m, key, (name, memo_key, default), (na.buffer,), None)
+    return h
+
+
+def _constants_entry(func, plan: OpPlan, name: str, args) -> tuple | None:
+    """(the node's constant arguments, out meta, local key, default dtype or None), or None where
+    the generic path must record the op (an argument it lifts, an op with no meta kernel)."""
+    nargs, _ = rec.to_node_args(plan, args, None)
+    if any(type(a) is Node or type(a) is Scalar for a in _flat(nargs[1:])):
+        return None
+    try:
+        m, key, default = _memo_entry(func, plan, name, nargs)
+    except NoMetaKernel:
+        return None
+    return (nargs[1:], m, key, default) if isinstance(m, Meta) else None
+
+
+def _flat(args):
+    for a in args:
+        if type(a) is tuple:
+            yield from _flat(a)
+        else:
+            yield a
+
+
 def _eager_binary(func, name, na, nb, nargs, operands, m, key, memo_key):
     """Eager mode on computed inputs: replay the op's executable, or run it once (None: not eligible).
     `na` is the first operand's node, or the computed base of the view it reads (`computed_view`)."""
@@ -475,6 +555,8 @@ def _choose(func):
             return make_unary(func, plan)
         if kind == "binary":
             return make_binary(func, plan)
+        if kind == "constants":
+            return make_constants(func, plan)
         return generic
     decomp = decomposition_table.get(func)
     if decomp is not None:

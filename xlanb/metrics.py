@@ -13,6 +13,7 @@ and DynamoRecompile (dynamo captured a frame again after a guard failed). Timed 
 
 from __future__ import annotations
 
+import collections
 import time
 
 from xlanb import events
@@ -29,13 +30,10 @@ def _count(name: str, n: int = 1) -> None:
 def _sample(name: str, value: float) -> None:
     m = _rt.metrics.get(name)
     if m is None:
-        m = _rt.metrics[name] = [0, 0, []]
+        m = _rt.metrics[name] = [0, 0, collections.deque(maxlen=MAX_SAMPLES)]     # the newest samples
     m[0] += 1
     m[1] += value
-    samples = m[2]
-    samples.append((time.time(), value))
-    if len(samples) > MAX_SAMPLES:
-        del samples[0]
+    m[2].append((time.time(), value))
 
 
 def count_event(e: events.Event) -> None:

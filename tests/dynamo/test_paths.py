@@ -38,7 +38,10 @@ def test_eager_mode_results_and_one_executable_for_the_call():
     with xlanb.eager_mode_context(True), torch.no_grad():
         xd = x.to("xla")
         mark = hooks.mark()
-        out = compiled(xd)                  # recorded lazily: the value access below runs it
+        out = compiled(xd)                  # runs now, as one graph (not an eager op)
+        ran = [e for e in hooks.since(mark) if isinstance(e, events.Execute)]
+        assert len(ran) == 1 and not ran[0].eager
+        assert xlanb.runtime_state().pending == []
         torch.testing.assert_close(out.cpu(), model(x), rtol=1e-5, atol=1e-5)
         assert executions(hooks.since(mark)) == 1
 

@@ -169,14 +169,16 @@ def wait() -> None:
 _wait = wait
 
 
-def sync_eager(mark: int, name: str) -> None:
+def sync_eager(mark: int, name: str, op: bool = True) -> None:
     """Eager mode: computes what the last op made pending (_rt.pending[mark:]); an in-place op that
-    the fast path may replay next time (`eager_write_memo`) has its graph's key remembered."""
+    the fast path may replay next time (`eager_write_memo`) has its graph's key remembered. `op=False`:
+    what was made pending is a compiled graph's call (torch.compile), which runs as a graph."""
     roots = pending_roots(_rt.pending[mark:])
     memo, _rt.eager_write_memo = _rt.eager_write_memo, None
     if roots:
         # donating is safe only when no other pending graph may still read the old buffers
-        graph, compiled = execute(roots, name=name, eager=True, cause="eager op", donate=(mark == 0))
+        graph, compiled = execute(roots, name=name, eager=op, cause="eager op" if op else "compiled graph call",
+                                  donate=(mark == 0))
         if memo is not None and mark == 0 and memo[0] == name:
             _, fast_key, inputs, scalars = memo
             if (len(graph.inputs) == len(inputs) and all(a is b for a, b in zip(graph.inputs, inputs))

@@ -5,7 +5,8 @@
 new lazy tensors; in-place-mutated inputs are written back lazily (their old buffers are donated
 at the sync, like any overwritten buffer). Nothing runs: the forward, the backward and the
 optimizer step of a training step chain into one lazy graph, and the next sync compiles and runs
-it as one executable, keyed by a handful of macro-nodes.
+it as one executable, keyed by a handful of macro-nodes. In eager mode a call runs when it is made,
+as a graph of its own (counted as a graph's execution, not an eager op's).
 
 The node's local key names the Program, which holds the FX graph and its lowering: an evicted
 executable is lowered again from it, never an error.
@@ -18,6 +19,7 @@ import torch
 from xlanb.capture import rng
 from xlanb.capture.frames import user_location
 from xlanb.capture.nodes import new_node
+from xlanb.capture import realize
 from xlanb.capture.realize import to_cpu
 from xlanb.capture.record import cpu_input
 from xlanb.capture.tensor import LazyTensor, new_tensor, value, write_value
@@ -59,6 +61,7 @@ class ProgramCall:
                                  "one program, not op by op, so its ops cannot be compared. Call the uncompiled "
                                  "function inside compare() (its ops are the same)")
         self.calls += 1
+        mark = realize.eager_mark() if _rt.eager else 0
         operands = []
         for a in args:
             if type(a) is LazyTensor:
@@ -94,4 +97,6 @@ class ProgramCall:
                 outs.append(args[x])
             else:
                 outs.append(x)
+        if _rt.eager:        # eager mode runs a call when it is made: as one graph, not as an eager op
+            realize.sync_eager(mark, program.name, op=False)
         return outs

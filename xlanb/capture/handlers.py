@@ -453,14 +453,13 @@ def make_constants(func, plan: OpPlan):
         memo_key = (na.meta, consts)
         try:
             entry = memo[memo_key]
+            if entry is not None and entry[3] is not None and entry[3] is not _default_dtype():
+                raise KeyError(memo_key)        # inferred under another default dtype
         except KeyError:
             entry = memo[memo_key] = _constants_entry(func, plan, name, args)
         if entry is None:
             return generic(func, args, kwargs)
         tail, m, key, default = entry
-        if default is not None and default is not _default_dtype():
-            del memo[memo_key]
-            return generic(func, args, kwargs)
         nargs = (na,) + tail
         return _eager_op(func, name, nargs, (na,), m, key, (name, memo_key, default), (na.buffer,), None)
     return h

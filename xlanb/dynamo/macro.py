@@ -16,10 +16,9 @@ from __future__ import annotations
 
 import torch
 
-from xlanb.capture import rng
+from xlanb.capture import realize, rng
 from xlanb.capture.frames import user_location
 from xlanb.capture.nodes import new_node
-from xlanb.capture import realize
 from xlanb.capture.realize import to_cpu
 from xlanb.capture.record import cpu_input
 from xlanb.capture.tensor import LazyTensor, new_tensor, value, write_value

@@ -71,6 +71,16 @@ def padded_shape(s, shape: tuple) -> tuple:
     return tuple(-(-n // t) * t for n, t in zip(shape, tiles))
 
 
+def corner(shape: tuple) -> tuple:
+    """The index that takes a value of `shape` out of the padded buffer holding it."""
+    return tuple(slice(0, n) for n in shape)
+
+
+def pad_widths(shape: tuple, target: tuple) -> list:
+    """`jnp.pad`'s widths from `shape` to its padded shape `target` (zeros after the value)."""
+    return [(0, t - n) for t, n in zip(target, shape)]
+
+
 def is_multi_device(s) -> bool:
     return type(s) is not _SINGLE and len(s.device_set) > 1
 

@@ -19,6 +19,7 @@ from torch._prims_common import ELEMENTWISE_TYPE_PROMOTION_KIND, elementwise_dty
 
 from xlanb.ir.graph import Graph, location_text
 from xlanb.ir.node import Meta, Node, Scalar
+from xlanb.ir.sharding import corner
 from xlanb.lower import fallback
 from xlanb.lower.dtypes import to_jax_dtype
 from xlanb.lower.precision import current_precision, lowering_precision
@@ -259,7 +260,7 @@ def _padding(graph: Graph) -> tuple[list, list]:
     padded (k, pad): uneven shards (runtime/partition.py's lay_out). Only graphs on a mesh have any."""
     if not graph.key.shardings and not any(n.name == sharding_rules.CONSTRAINT for n in graph.roots):
         return [], []
-    unpad = [(k, tuple(slice(0, d) for d in n.meta.shape)) for k, n in enumerate(graph.inputs)
+    unpad = [(k, corner(n.meta.shape)) for k, n in enumerate(graph.inputs)
              if tuple(getattr(n.buffer, "shape", n.meta.shape)) != tuple(n.meta.shape)]
     pad = [(k, p) for k, p in ((k, sharding_rules.padded_output(r)) for k, r in enumerate(graph.roots)) if p is not None]
     return unpad, pad

@@ -22,7 +22,8 @@ from jax.sharding import NamedSharding, PartitionSpec, SingleDeviceSharding
 from xlanb import events
 from xlanb.ir.graph import Graph
 from xlanb.ir.node import Meta
-from xlanb.ir.sharding import input_shardings, is_multi_device, mesh_text, padded_shape, sharding_key, sharding_text
+from xlanb.ir.sharding import (corner, input_shardings, is_multi_device, mesh_text, pad_widths, padded_shape,
+                               sharding_key, sharding_text)
 
 from xlanb.lower.rules.sharding import CONSTRAINT
 
@@ -78,9 +79,9 @@ def lay_out(x, shape: tuple, sharding):
     target = padded_shape(sharding, shape)
     with jax.enable_x64(True):
         if tuple(x.shape) != shape:
-            x = x[tuple(slice(0, n) for n in shape)]
+            x = x[corner(shape)]
         if target != shape:
-            widths = [(0, t - n) for t, n in zip(target, shape)]
+            widths = pad_widths(shape, target)
             x = np.pad(x, widths) if isinstance(x, np.ndarray) else jnp.pad(x, widths)
         return place(x, sharding)
 
@@ -91,7 +92,7 @@ def unpadded(buf, shape: tuple):
     if tuple(buf.shape) == shape:
         return buf
     with jax.enable_x64(True):
-        return buf[tuple(slice(0, n) for n in shape)]
+        return buf[corner(shape)]
 
 
 def normalize_inputs(graph: Graph) -> Graph:

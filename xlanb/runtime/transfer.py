@@ -9,6 +9,7 @@ import numpy as np
 import torch
 
 from xlanb import events
+from xlanb.ir.sharding import corner
 from xlanb.lower.dtypes import numpy_to_torch, torch_to_numpy
 from xlanb.runtime.outside import jax_entry
 from xlanb.state import emit, note_stage, runtime_state
@@ -52,7 +53,7 @@ def download(buf: jax.Array, shape: tuple | None = None) -> torch.Tensor:
         note_stage(error, f"copying {buf.nbytes} bytes from the device")
         raise
     if shape is not None and host.shape != tuple(shape):
-        host = np.ascontiguousarray(host[tuple(slice(0, n) for n in shape)])
+        host = np.ascontiguousarray(host[corner(shape)])
     t = numpy_to_torch(host)
     emit(events.Transfer(direction="from_device", nbytes=host.nbytes, ns=time.perf_counter_ns() - start))
     return t

@@ -171,7 +171,7 @@ def to_one_device(*objects) -> None:
                     clear_sharding(t.grad)
     rng = _rt.rng
     if rng is not None and rng.node.buffer is not None and is_multi_device(rng.node.buffer.sharding):
-        rng.node = data_node(unpadded(_one_device(rng.node.buffer), rng.node.meta.shape), rng.node.meta)
+        rng.node = data_node(_one_device(rng.node.buffer), rng.node.meta)
         rng.version += 1
 
 

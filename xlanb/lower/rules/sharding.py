@@ -11,7 +11,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from xlanb.ir.sharding import padded_shape
+from xlanb.ir.sharding import pad_widths, padded_shape
 from xlanb.lower.registry import lowers
 
 CONSTRAINT = "xlanb.sharding_constraint"
@@ -30,7 +30,7 @@ def padded_output(node):
     s = node.args[1].sharding
     shape = tuple(node.meta.shape)
     target = padded_shape(s, shape)
-    return None if target == shape else ([(0, t - n) for t, n in zip(target, shape)], s)
+    return None if target == shape else (pad_widths(shape, target), s)
 
 
 def pad_output(x, pad):

@@ -31,7 +31,9 @@ class Runtime:
     def __init__(self):
         self.log = EventLog()                  # every event (xlanb.events); listeners survive reset()
         self.device = None                     # the torch device (xla:0), set once by the install step
-        self.lock = threading.Lock()           # guards the metrics below (listeners may run on any thread)
+        # guards the metrics below (listeners may run on any thread); reentrant: a weakref callback that
+        # counts a destroyed tensor (compat) may run inside a garbage collection on a thread holding it
+        self.lock = threading.RLock()
         self._jax_devices: dict = {}           # platform -> jax devices (jax.devices is slow to call)
         # None until asked: whether the process has more than one device, so a buffer can be sharded
         # (the eager fast path checks shardings only then); a mirror of JAX, like _jax_devices
@@ -50,6 +52,10 @@ class Runtime:
         # compat's per-op counters: called with (op, ns) after each op is recorded (capture/dispatch.py
         # routes ops through it only while it is set); installed with compat, kept by reset()
         self.op_listener = None
+        # compat's tensor counters: called with each xla tensor made (capture/tensor.py); kept by reset()
+        self.tensor_listener = None
+        # spmd/manual.py made a manual value once: syncs leave manual values pending (lower/rules/sharding.py)
+        self.manual_used = False
         self._fresh()
 
     def _fresh(self) -> None:

@@ -79,3 +79,11 @@ def test_minibatch_loader_refuses_a_batch_that_does_not_divide(result):
     assert result["minibatch"] == ("When minibatch is configured, the per-host batch size must be divisible by local "
                                    "runtime device count. Per host input data shape = torch.Size([7, 2]), "
                                    "local_runtime_device_count = 8")
+
+
+def test_manual_sharding_in_torch_xla_words(result):
+    m = result["manual"]
+    assert m["shard_shape"] == [8, 1] and m["spec"] == "{manual}" and m["type"] == 4     # ShardingType.MANUAL
+    assert m["e2e"] == [[8, 8], True]
+    assert m["api"] == [[4, 2], True, "{devices=[2,4]0,1,2,3,4,5,6,7}"]
+    assert m["mark_device_data"] == "RuntimeError"

@@ -104,6 +104,45 @@ def test_without_compat_no_op_is_counted_or_timed(compat):
     assert LazyTensor.__torch_dispatch__.__func__ is dispatch._listened_dispatch
 
 
+@pytest.mark.timeout(60)     # a count waiting on its own thread's lock would hang
+def test_xla_tensors_made_and_freed_are_counted_in_torch_xla_words():
+    import gc
+
+    import torch_xla
+    import torch_xla.debug.metrics as met
+    met.clear_all()
+    t = torch.tensor(2077, device=torch_xla.device())       # one upload: one tensor (torch_xla's count)
+    assert met.counter_value("CreateXlaTensor") == 1 and met.counter_value("DestroyXlaTensor") is None
+    torch_xla._XLAC._xla_increment_counter("CreateXlaTensor", 3)
+    assert met.counter_value("CreateXlaTensor") == 4
+    met.clear_all()
+    u = t * 2                                 # an op's output
+    v = u.view(1)                             # a view is a tensor of its own
+    assert met.counter_value("CreateXlaTensor") == 2
+    del u, v
+    assert met.counter_value("DestroyXlaTensor") == 2
+    cycle = [torch.ones(2, device="xla")]     # freed by a collection run while the metrics lock is held:
+    cycle.append(cycle)                       # the count must not wait for the lock its own thread holds
+    del cycle
+    with xlanb.runtime_state().lock:
+        gc.collect()
+    assert met.counter_value("DestroyXlaTensor") == 3
+    assert t.item() == 2077
+
+
+def test_without_compat_no_tensor_is_counted(compat):
+    import xlanb.compat
+    xlanb.compat.uninstall()
+    try:
+        xlanb.metrics.clear_all()
+        x = torch.ones(2, device="xla") + 1
+        del x
+        assert xlanb.metrics.counter_value("CreateXlaTensor") is None
+        assert xlanb.metrics.counter_value("DestroyXlaTensor") is None
+    finally:
+        xlanb.compat.install()
+
+
 def test_step_closures_run_after_the_step_executed_in_the_order_added():
     import torch_xla
     import torch_xla.core.xla_model as xm

@@ -146,3 +146,19 @@ def test_set_local_shards_replaces_each_tile_and_keeps_the_sharding():
     assert r["sharding"] == "('data', 'model') on mesh data=2 model=4"
     assert r["errors"] == ["set_local_shards"] * 3
     assert r["subclass"] == "('axis_0', None) on mesh axis_0=8"
+
+
+def test_manual_sharding_runs_each_devices_shard_as_cpu_computes_it():
+    r = run_program("manual")
+    spec = "('data', 'model') on mesh data=2 model=4"
+    for mode in ("lazy", "eager"):
+        m = r[mode]
+        assert m["shard_shape"] == [4, 2] and m["x_spec"] == m["y_spec"] == spec, mode
+        assert m["value"] and m["tile_sums"] and m["outside"] and m["after_sync"], mode
+        assert m["sync_other_computed"] and m["sync_manual_pending"], mode
+        assert m["read"].startswith("RuntimeError: ") and "disable_manual_sharding(t, mesh" in m["read"], mode
+        assert m["compiles_second_time"] == 0, mode
+    e = r["errors"]
+    assert "does not divide" in e["uneven"] and "no sharding over a mesh" in e["unsharded"]
+    assert "not manually sharded" in e["not_manual"] and "is [4, 1], but the tensor is f32[4,2]" in e["shape"]
+    assert "carry no gradient" in e["grad"]

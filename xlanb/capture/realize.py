@@ -29,6 +29,7 @@ from xlanb.ir.graph import build_graph, graph_lines
 from xlanb.ir.node import Node, data_node
 from xlanb.ir.precision import matmul_precision
 from xlanb.lower.fallback import host_dispatch
+from xlanb.lower.rules.sharding import without_manual
 from xlanb.runtime import executor, nans
 from xlanb.runtime.transfer import download, upload
 from xlanb.state import emit, runtime_state
@@ -102,6 +103,8 @@ def pending_roots(refs=None) -> list[Node]:
         if n.buffer is None and n not in seen:
             seen.add(n)
             roots.append(n)
+    if _rt.manual_used and roots:        # a manual value stays pending until it is brought back
+        roots = without_manual(roots)
     return roots
 
 
@@ -265,6 +268,10 @@ def realize(t: LazyTensor, cause: str) -> Node:
     post-order, so the same graph has the same key whatever order its tensors were made in."""
     raise_deferred()
     n = base_node(t)
+    if n.buffer is None and _rt.manual_used and not without_manual([n]):
+        raise RuntimeError(f"{cause}: the tensor is manually sharded (one shard on each device, from "
+                           "enable_manual_sharding): it has no one value; bring it back first with "
+                           "disable_manual_sharding(t, mesh, partition_spec, full_shape)")
     if n.buffer is None:
         frames = user_frames(_rt.config.max_frames)
         site = library_site()
@@ -281,6 +288,8 @@ def realize(t: LazyTensor, cause: str) -> Node:
         extra = {r for r in pending if r in inside}
         extra.update(frontier(inside, pending))
         extra.discard(n)
+        if _rt.manual_used:                 # a manual value leaves no graph (lower/rules/sharding.py)
+            extra = set(without_manual(extra))
         roots = [n] + sorted(extra, key=lambda r: _position(r, inside))   # the same graph, the same key
         if _rt.device_checks:               # index checks not run yet, in the order made: raised at this read
             roots += [c for c in bounds.pending_checks() if c is not n and c not in extra]

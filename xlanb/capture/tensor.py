@@ -248,6 +248,8 @@ def new_tensor(node: Node, meta: Meta) -> LazyTensor:
         t = _make_wrapper(LazyTensor, meta.shape, meta.strides, meta.offset, None, meta.dtype, _STRIDED, _rt.device)
     t._node = node
     t._storage = None
+    if _rt.tensor_listener is not None:
+        _rt.tensor_listener(t)
     if node.buffer is None:
         pending = _rt.pending             # mark_pending, inlined: this runs for every op
         pending.append(_weakref(t))
@@ -265,6 +267,8 @@ def new_view(storage: Storage, chain: tuple, meta: Meta) -> LazyTensor:
     t._views = chain
     t._view_version = -1
     t._view_node = None
+    if _rt.tensor_listener is not None:
+        _rt.tensor_listener(t)
     return t
 
 

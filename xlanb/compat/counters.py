@@ -10,14 +10,19 @@ same tables, so `met.metric_data`, the reports and `met.clear_all` see them):
 | `CreateCompileHandles` (a counter: graphs compiled) | `Compile` |
 | `xla::<op>` (a counter per ATen op an xla tensor ran) | each op capture recorded (`op_listener`) |
 | `LazyTracing` (ns: the time each op took to record) | the same op, timed |
+| `CreateXlaTensor`, `DestroyXlaTensor` (counters) | an xla tensor made (an op's output, a view, an upload: `torch.tensor(2077, device="xla")` is one) and one freed (`tensor_listener`) |
 
 Subscribed by `xlanb.compat.install()`; torch_xla's other internal counters have no xlanb event. The
 per-op ones cost a timer and a count per op, so they run only while compat is installed (capture's
 dispatch calls `runtime_state().op_listener` then, and nothing otherwise). Factories with no xla
-tensor argument (`torch.zeros(..., device="xla")`) do not pass there and are not counted.
+tensor argument (`torch.zeros(..., device="xla")`) do not pass there and are not counted as ops; the
+tensor they make is counted (`CreateXlaTensor`: capture/tensor.py calls `tensor_listener` for every
+tensor it makes, a weakref with a callback per tensor, while compat is installed).
 """
 
 from __future__ import annotations
+
+import weakref
 
 from xlanb import events
 from xlanb.capture import dispatch
@@ -67,15 +72,34 @@ def count_op(func, ns: int) -> None:
         _sample("LazyTracing", ns)
 
 
+_alive: set = set()        # a weakref per counted tensor, whose callback counts it freed
+
+
+def _freed(ref) -> None:
+    """A counted tensor was freed (run by the garbage collector too: the metrics lock is reentrant)."""
+    _alive.discard(ref)
+    with _rt.lock:
+        _count("DestroyXlaTensor")
+
+
+def count_tensor(t) -> None:
+    """torch_xla's `CreateXlaTensor` for each xla tensor made, and `DestroyXlaTensor` when it is freed."""
+    _alive.add(weakref.ref(t, _freed))
+    with _rt.lock:
+        _count("CreateXlaTensor")
+
+
 def install() -> None:
     _rt.subscribe(count_event)
     _rt.op_listener = count_op
+    _rt.tensor_listener = count_tensor
     dispatch.use_dispatch()
 
 
 def uninstall() -> None:
     _rt.unsubscribe(count_event)
     _rt.op_listener = None
+    _rt.tensor_listener = None
     dispatch.use_dispatch()
 
 

@@ -19,7 +19,7 @@ from torch.utils import _pytree as pytree
 
 from xlanb._config import config
 from xlanb.capture.tensor import LazyTensor
-from xlanb.spmd import api, mesh as mesh_module
+from xlanb.spmd import api, manual, mesh as mesh_module
 from xlanb.compat.mesh import HybridMesh, Mesh
 from xlanb.state import runtime_state
 
@@ -97,12 +97,16 @@ def get_sharding_spec(t) -> str:
     t = _unwrap(t)
     if type(t) is not LazyTensor:
         return ""
+    if _rt.manual_used and manual.is_manual_tensor(t):
+        return "{manual}"
     s = api.get_sharding(t)
     return "" if s is None else sharding_text(s, t.dim())
 
 
 def get_sharding_type(t) -> int | None:
     t = _unwrap(t)
+    if type(t) is LazyTensor and _rt.manual_used and manual.is_manual_tensor(t):
+        return int(ShardingType.MANUAL)
     s = api.get_sharding(t) if type(t) is LazyTensor else None
     if s is None:
         return None
@@ -236,6 +240,53 @@ def clear_sharding(t) -> torch.Tensor:
     t = _unwrap(t)
     api.clear_sharding(t)
     return t
+
+
+def _mesh_or_global(mesh, what: str):
+    mesh = get_global_mesh() if mesh is None else mesh
+    if mesh is None:
+        raise RuntimeError(f"xs.{what}: no mesh given and no global mesh set; pass mesh= or call xs.set_global_mesh")
+    return mesh
+
+
+def enable_manual_sharding(t, partition_spec, *, mesh=None) -> XLAShardedTensor:
+    """Shards `t` (mark_sharding) and returns its shards as one manual tensor of a shard's shape, whose
+    ops run on each device's shard (xlanb/spmd/manual.py)."""
+    mesh = _mesh_or_global(mesh, "enable_manual_sharding")
+    xt = mark_sharding(t, mesh, partition_spec)
+    return XLAShardedTensor(manual.to_shards(xt.global_tensor, "enable_manual_sharding"), mesh.mesh_shape,
+                            tuple(partition_spec))
+
+
+def disable_manual_sharding(t, partition_spec, full_shape, *, mesh=None) -> XLAShardedTensor:
+    """The tensor of `full_shape`, sharded as `partition_spec`, whose shards manual tensor `t` holds."""
+    mesh = _mesh_or_global(mesh, "disable_manual_sharding")
+    out = manual.disable_manual_sharding(_unwrap(t), mesh, tuple(partition_spec), full_shape)
+    return XLAShardedTensor(out, mesh.mesh_shape, tuple(partition_spec))
+
+
+def mark_manual_sharding(t) -> XLAShardedTensor:
+    """`xs._mark_manual_sharding`: a tensor computed on shards (from enable_manual_sharding) is manual
+    already. torch_xla also marks a value computed whole as per-device data; xlanb does not."""
+    t = _unwrap(t)
+    if type(t) is not LazyTensor or not manual.is_manual_tensor(t):
+        raise RuntimeError("xs._mark_manual_sharding: xlanb marks as manual only tensors computed on shards "
+                           "(from xs.enable_manual_sharding or _XLAC._spmd_full_to_shard_shape)")
+    return XLAShardedTensor(t)
+
+
+def full_to_shard_shape(t) -> torch.Tensor:
+    """`_XLAC._spmd_full_to_shard_shape`: a sharded tensor's shards as one manual tensor."""
+    return manual.to_shards(_unwrap(t), "_spmd_full_to_shard_shape")
+
+
+def shard_to_full_shape(t, sharding, full_shape, dtype) -> torch.Tensor:
+    """`_XLAC._spmd_shard_to_full_shape`: `sharding` is what `Mesh.get_op_sharding` returns."""
+    if not isinstance(sharding, jax.sharding.NamedSharding):
+        raise TypeError(f"_spmd_shard_to_full_shape takes the sharding Mesh.get_op_sharding(partition_spec) "
+                        f"returns, got {type(sharding).__name__}")
+    out = manual.from_shards(_unwrap(t), sharding, full_shape, "_spmd_shard_to_full_shape")
+    return out if dtype is None or out.dtype == dtype else out.to(dtype)
 
 
 def visualize_sharding(t, **kwargs) -> str:

@@ -159,7 +159,7 @@ def saturated(x, dtype):
 
 class Step:
     __slots__ = ("pos", "name", "rule", "args", "kwargs", "out_dtypes", "promote_to", "first", "op", "meta", "empty",
-                 "origin")
+                 "origin", "manual")
 
 
 def _out_dtypes(meta):
@@ -209,10 +209,12 @@ def build_function(graph: Graph):
     metas = [n.meta for n in graph.order]
     input_pos = [index[n] for n in graph.inputs]
     steps = []
+    manual: dict = {}                # position -> the mesh of a manual value (lower/rules/sharding.py)
     for i, n in enumerate(graph.order):
         if n.buffer is not None:
             continue
         st = Step()
+        st.manual = _manual_step(n, index, manual) if manual or n.name == sharding_rules.FULL_TO_SHARD else None
         st.pos, st.name, st.op, st.meta = i, n.name, n.op, n.meta
         st.origin = origin(n, i)
         st.rule = lookup(n.name)
@@ -224,6 +226,9 @@ def build_function(graph: Graph):
                                    if st.rule is not None and st.rule.promote else (None, None))
         steps.append(st)
     root_pos = [index[r] for r in graph.roots]
+    if any(p in manual for p in root_pos):
+        raise LoweringError("a manually sharded value is no tensor's value: bring it back with "
+                            "disable_manual_sharding(t, partition_spec, full_shape) before it leaves the graph")
     unpad_in, pad_out = _padding(graph)
     n_inputs, n_floats, n_ints = len(input_pos), len(floats), len(ints)
     size = len(graph.order)
@@ -246,13 +251,54 @@ def build_function(graph: Graph):
         # a number cast to a narrower float overflows to inf as on CPU, silently (numpy would warn)
         with lowering_precision(matmul_precision), np.errstate(over="ignore"):
             for st in steps:
-                env[st.pos] = run_step(st, env, scalars)
+                env[st.pos] = run_step(st, env, scalars) if st.manual is None else _run_manual(st, env, scalars)
             outs = [env[p] for p in root_pos]
             for k, pad in pad_out:
                 outs[k] = sharding_rules.pad_output(outs[k], pad)
         return tuple(outs)
 
     return fn, floats, ints
+
+
+def _manual_step(n: Node, index: dict, manual: dict):
+    """(kind, mesh, positions of its manual operands) for a node of a manual region, None for any
+    other; the manual value it makes goes into `manual`."""
+    if n.name == sharding_rules.FULL_TO_SHARD:
+        mesh = manual[index[n]] = n.args[1].sharding.mesh
+        return ("to_shards", mesh, ())
+    ins = tuple(dict.fromkeys(index[o] for o in n.operands if type(o) is Node and index[o] in manual))
+    if not ins:
+        return None
+    mesh = manual[ins[0]]
+    if n.name == sharding_rules.SHARD_TO_FULL:
+        return ("to_full", mesh, ins)
+    manual[index[n]] = mesh
+    return ("op", mesh, ins)
+
+
+def _run_manual(st: Step, env, scalars):
+    """A node of a manual region (lower/rules/sharding.py): a manual value is (devices, *shard shape),
+    device k's block its shard; an op runs on each device's blocks inside a shard_map, the values it
+    reads from outside the region (replicated numbers and tensors) closed over."""
+    kind, mesh, ins = st.manual
+    if kind != "op":                  # into or out of the region: the rule's shard_map
+        with jax.named_scope(st.origin):
+            return st.rule.fn(env[st.args[0].pos], st.args[1])
+    devices = sharding_rules.devices_spec(mesh)
+    local = {"f": scalars["f"], "i": scalars["i"], "casts": {}}     # casts made inside stay inside
+
+    def body(*blocks):
+        outside = [env[p] for p in ins]
+        for p, b in zip(ins, blocks):
+            env[p] = b[0]
+        try:
+            out = run_step(st, env, local)
+        finally:
+            for p, v in zip(ins, outside):
+                env[p] = v
+        return jax.tree_util.tree_map(lambda o: o[None], out)
+    return jax.shard_map(body, mesh=mesh, in_specs=(devices,) * len(ins), out_specs=devices,
+                         check_vma=False)(*(env[p] for p in ins))
 
 
 def _padding(graph: Graph) -> tuple[list, list]:

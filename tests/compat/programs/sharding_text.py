@@ -134,4 +134,24 @@ try:
     out["minibatch"] = "no error"
 except RuntimeError as e:
     out["minibatch"] = str(e)
+# manual sharding, as torch_xla's test_manual_sharding_e2e and test_manual_sharding_api_e2e run it (the
+# global mesh is mesh2: 2 x 4)
+x = torch.zeros(8, 8).to("xla")
+mesh18 = xs.Mesh(ids, (1, n))
+xt = xs.mark_sharding(x, mesh18, (0, 1))
+xx = torch_xla._XLAC._spmd_full_to_shard_shape(xt.global_tensor)
+manual = {"shard_shape": list(xx.shape), "spec": torch_xla._XLAC._get_xla_sharding_spec(xx + 1),
+          "type": int(xs._mark_manual_sharding(xx + 1).sharding_type)}
+xxx = torch_xla._XLAC._spmd_shard_to_full_shape(xs._mark_manual_sharding(xx + 1).global_tensor,
+                                                mesh18.get_op_sharding((0, 1)), x.shape, x.dtype)
+manual["e2e"] = [list(xxx.shape), bool(torch.equal(xxx.cpu(), torch.ones(8, 8)))]
+ya = xs.enable_manual_sharding(torch.arange(64.0).reshape(8, 8).to("xla"), (0, 1))
+yb = xs.disable_manual_sharding(ya * 2, (0, 1), (8, 8))
+manual["api"] = [list(ya.shape), bool(torch.equal(yb.cpu(), torch.arange(64.0).reshape(8, 8) * 2)), yb.sharding_spec]
+try:
+    xs._mark_manual_sharding(torch.zeros(3, 2).to("xla"))
+    manual["mark_device_data"] = "no error"
+except RuntimeError as e:
+    manual["mark_device_data"] = "RuntimeError"
+out["manual"] = manual
 print("RESULT " + json.dumps(out))

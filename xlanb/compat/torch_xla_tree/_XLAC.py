@@ -10,8 +10,10 @@ from xlanb.compat.devices import default_device as _xla_get_default_device
 from xlanb.compat.devices import get_xla_supported_devices as _xla_get_devices
 from xlanb.compat.devices import replication_devices_count as _xla_get_replication_devices_count
 from xlanb.compat.mesh import global_tensor_from_cpu_shards as _global_tensor_from_cpu_shards
+from xlanb.compat.sharding import full_to_shard_shape as _spmd_full_to_shard_shape
 from xlanb.compat.sharding import get_sharding_spec as _get_xla_sharding_spec
 from xlanb.compat.sharding import get_sharding_type as _get_xla_sharding_type
+from xlanb.compat.sharding import shard_to_full_shape as _spmd_shard_to_full_shape
 from xlanb.compat.steps import get_rng_state as _xla_get_rng_seed
 from xlanb.compat.steps import set_rng_state as _xla_set_rng_seed
 from xlanb.compat.steps import step_marker as _xla_step_marker

@@ -54,7 +54,8 @@ class Runtime:
         self.op_listener = None
         # compat's tensor counters: called with each xla tensor made (capture/tensor.py); kept by reset()
         self.tensor_listener = None
-        # spmd/manual.py made a manual value once: syncs leave manual values pending (lower/rules/sharding.py)
+        # spmd/manual.py made a manual value once (in this process: one may outlive a reset): syncs leave
+        # manual values pending (lower/rules/sharding.py)
         self.manual_used = False
         self._fresh()
 

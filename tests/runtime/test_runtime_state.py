@@ -194,7 +194,8 @@ def test_without_special_scalars_0_and_1_share_one_graph_with_other_ints():
 
 # set once (or owned by whoever subscribed or opened them) and kept by reset()
 SURVIVORS = {"log", "device", "lock", "_jax_devices", "several_devices", "location_namer", "want_texts",
-             "module_hooks", "global_mesh", "op_listener"}
+             "module_hooks", "global_mesh", "op_listener", "tensor_listener",
+             "manual_used"}
 
 
 def _reset_fields() -> set[str]:

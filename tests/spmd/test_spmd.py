@@ -161,4 +161,4 @@ def test_manual_sharding_runs_each_devices_shard_as_cpu_computes_it():
     e = r["errors"]
     assert "does not divide" in e["uneven"] and "no sharding over a mesh" in e["unsharded"]
     assert "not manually sharded" in e["not_manual"] and "is [4, 1], but the tensor is f32[4,2]" in e["shape"]
-    assert "carry no gradient" in e["grad"]
+    assert "carry no gradient" in e["grad"] and e["mark"].startswith("mark_sharding: the tensor is manually sharded")

@@ -83,5 +83,10 @@ try:
     xs.enable_manual_sharding(torch.ones(8, 8).to("xla").requires_grad_(), mesh, ("data", "model"))
 except RuntimeError as e:
     errors["grad"] = str(e)
+try:
+    xs.mark_sharding(xs.enable_manual_sharding(torch.ones(8, 8).to("xla"), mesh, ("data", "model")) + 1, mesh,
+                     ("data", None))
+except RuntimeError as e:
+    errors["mark"] = str(e)
 out["errors"] = errors
 report(**out)

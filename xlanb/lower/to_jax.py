@@ -228,7 +228,7 @@ def build_function(graph: Graph):
     root_pos = [index[r] for r in graph.roots]
     if any(p in manual for p in root_pos):
         raise LoweringError("a manually sharded value is no tensor's value: bring it back with "
-                            "disable_manual_sharding(t, partition_spec, full_shape) before it leaves the graph")
+                            "disable_manual_sharding(t, mesh, partition_spec, full_shape) before it leaves the graph")
     unpad_in, pad_out = _padding(graph)
     n_inputs, n_floats, n_ints = len(input_pos), len(floats), len(ints)
     size = len(graph.order)

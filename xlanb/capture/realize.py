@@ -29,7 +29,7 @@ from xlanb.ir.graph import build_graph, graph_lines
 from xlanb.ir.node import Node, data_node
 from xlanb.ir.precision import matmul_precision
 from xlanb.lower.fallback import host_dispatch
-from xlanb.lower.rules.sharding import without_manual
+from xlanb.lower.rules.sharding import is_manual, without_manual
 from xlanb.runtime import executor, nans
 from xlanb.runtime.transfer import download, upload
 from xlanb.state import emit, runtime_state
@@ -268,7 +268,7 @@ def realize(t: LazyTensor, cause: str) -> Node:
     post-order, so the same graph has the same key whatever order its tensors were made in."""
     raise_deferred()
     n = base_node(t)
-    if n.buffer is None and _rt.manual_used and not without_manual([n]):
+    if n.buffer is None and _rt.manual_used and is_manual(n, {}):
         raise RuntimeError(f"{cause}: the tensor is manually sharded (one shard on each device, from "
                            "enable_manual_sharding): it has no one value; bring it back first with "
                            "disable_manual_sharding(t, mesh, partition_spec, full_shape)")

@@ -19,7 +19,7 @@ from xlanb.capture.realize import realize
 from xlanb.capture.tensor import LazyTensor, base_node, tensor_meta, value, view_chain, write
 from xlanb.ir.node import data_node
 from xlanb.ir.sharding import is_multi_device, sharding_text
-from xlanb.lower.rules.sharding import without_manual
+from xlanb.lower.rules.sharding import is_manual
 from xlanb.runtime import executor
 from xlanb.runtime.partition import CONSTRAINT, constraint_key, lay_out, unpadded
 from xlanb.spmd.mesh import Mesh, as_mesh, caller_name, named_sharding
@@ -55,13 +55,13 @@ def mark_sharding(t: torch.Tensor, mesh, partition_spec, *, name: str = "") -> t
     index, a tuple of them, or None). On a computed tensor the buffer is laid out now; on a pending
     one a sharding constraint is recorded. Returns `t`."""
     _check_tensor(t, "mark_sharding")
-    if _rt.manual_used and base_node(t).buffer is None and not without_manual([base_node(t)]):
+    node = base_node(t)
+    if _rt.manual_used and node.buffer is None and is_manual(node, {}):
         raise RuntimeError("mark_sharding: the tensor is manually sharded (one shard on each device, from "
                            "enable_manual_sharding); shard the tensor disable_manual_sharding gives back")
     mesh = as_mesh(mesh)
     meta = tensor_meta(t)
     sharding = named_sharding(meta, mesh, partition_spec, "mark_sharding", name or caller_name(t))
-    node = base_node(t)
     if node.buffer is not None:
         _set_buffer(t, lay_out(node.buffer, meta.shape, sharding))
     else:

@@ -21,6 +21,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
+from xlanb.ir.node import Node
 from xlanb.ir.sharding import pad_widths, padded_shape
 from xlanb.lower.registry import lowers
 
@@ -85,11 +86,11 @@ def is_manual(node, memo: dict) -> bool:
         elif n.name == FULL_TO_SHARD:
             memo[n] = True
         else:
-            todo = [o for o in n.operands if type(o) is type(node) and o not in memo]
+            todo = [o for o in n.operands if type(o) is Node and o not in memo]
             if todo:
                 stack.extend(todo)
                 continue
-            memo[n] = any(memo.get(o, False) for o in n.operands if type(o) is type(node))
+            memo[n] = any(memo[o] for o in n.operands if type(o) is Node)
         stack.pop()
     return memo[node]
 

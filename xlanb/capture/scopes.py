@@ -44,14 +44,16 @@ class Segments:
     only grow). A mark at the number of the one before replaces it: no node was numbered between,
     so a forward that made no autograd node (under no_grad) leaves nothing behind."""
 
-    __slots__ = ("starts", "paths")
+    __slots__ = ("starts", "paths", "last")
 
     def __init__(self):
         self.starts: list = []
         self.paths: list = []
+        self.last = (-1, None)       # the last number asked and its path: a node's ops ask in a row
 
     def mark(self, number: int, path) -> None:
         starts, paths = self.starts, self.paths
+        self.last = (-1, None)
         if starts and starts[-1] >= number:
             if starts[-1] == number:
                 paths[-1] = path
@@ -64,8 +66,13 @@ class Segments:
         paths.append(path)
 
     def path(self, number: int):
+        last = self.last
+        if last[0] == number:
+            return last[1]
         i = bisect.bisect_right(self.starts, number) - 1
-        return self.paths[i] if i >= 0 else None
+        path = self.paths[i] if i >= 0 else None
+        self.last = (number, path)
+        return path
 
 
 def _child_name(parent, child) -> str:
@@ -93,33 +100,17 @@ def _path_in(root, module) -> str:
     return path
 
 
-def _pre(module) -> None:
-    stack = _rt.module_stack
-    forward = _current_node() is None      # not a forward the autograd engine runs (a checkpoint's recompute)
-    if stack:
-        parent, parent_path = stack[-1]
-        name = _child_name(parent, module)
-        path = f"{parent_path}.{name}" if parent_path else name
-    elif forward:
-        path = ""                      # the outermost module: its own ops carry ""
-        _rt.module_hooks[3] = weakref.ref(module)
-    else:                              # recomputed in backward: named as in the last outermost module
-        root = _rt.module_hooks[3] and _rt.module_hooks[3]()
-        path = _path_in(root, module) if root is not None else ""
-    stack.append((module, path))
-    if forward:                        # the engine's thread has a counter of its own
-        _rt.module_hooks[2].mark(_sequence_nr(), path)
-    _rt.module_scope = path
-
-
-def _post(module) -> None:
-    stack = _rt.module_stack
-    while stack:
-        if stack.pop()[0] is module:
-            break
-    if _current_node() is None:
-        _rt.module_hooks[2].mark(_sequence_nr(), stack[-1][1] if stack else None)
-    _rt.module_scope = stack[-1][1] if stack else backward_scope
+def _child_path(parent, parent_path: str, child) -> str:
+    """The path of `child` called by `parent` (at `parent_path`); memoized, checked at each use."""
+    key = (id(parent), id(child), parent_path)
+    known = _child_names.get(key)
+    if known is not None and parent._modules.get(known[0]) is child:
+        return known[1]
+    name = _child_name(parent, child)
+    path = f"{parent_path}.{name}" if parent_path else name
+    if parent._modules.get(name) is child:     # a name that is not an attribute is looked up each time
+        _child_names[key] = (name, path)
+    return path
 
 
 def backward_scope():
@@ -127,7 +118,8 @@ def backward_scope():
     node = _current_node()
     if node is None:
         return None
-    return _rt.module_hooks[2].path(node._sequence_nr())
+    marks = _rt.module_hooks[2]
+    return marks.path(node._sequence_nr()) if marks is not None else None
 
 
 _calls = [_nn_module.Module.__call__]      # what the wrapper calls: Module.__call__ as it was when it went in
@@ -140,14 +132,40 @@ _left_under = [False]
 def _scoped_call(self, *args, **kwargs):
     """nn.Module.__call__ while module scopes are recorded: the module's path around torch's call.
     A scope closed while another library's wrapper of `__call__` sat on this one leaves it a
-    pass-through (no marks to keep: module_hooks[2] is None)."""
-    if _rt.module_hooks[2] is None:
+    pass-through (no marks to keep: module_hooks[2] is None). One frame: the push and the pop are
+    written inline (W3's four module calls a step; two helper calls cost a fifth of the wrapper)."""
+    hooks = _rt.module_hooks
+    marks = hooks[2]
+    if marks is None:
         return _calls[0](self, *args, **kwargs)
-    _pre(self)
+    stack = _rt.module_stack
+    forward = _current_node() is None      # not a forward the autograd engine runs (a checkpoint's recompute)
+    if stack:
+        parent, parent_path = stack[-1]
+        path = _child_path(parent, parent_path, self)
+    elif forward:
+        path = ""                          # the outermost module: its own ops carry ""
+        root = hooks[3]
+        if root is None or root() is not self:
+            hooks[3] = weakref.ref(self)
+    else:                                  # recomputed in backward: named as in the last outermost module
+        root = hooks[3] and hooks[3]()
+        path = _path_in(root, self) if root is not None else ""
+    stack.append((self, path))
+    if forward:                            # the engine's thread has a counter of its own
+        marks.mark(_sequence_nr(), path)
+    _rt.module_scope = path
     try:
         return _calls[0](self, *args, **kwargs)
-    finally:
-        _post(self)             # a forward that raises (a user's error, a checkpoint's recompute stopping early) pops too
+    finally:        # a forward that raises (a user's error, a checkpoint's recompute stopping early) pops too
+        if hooks[2] is marks:              # the scope was not closed inside the call
+            while stack:
+                if stack.pop()[0] is self:
+                    break
+            outer = stack[-1][1] if stack else None
+            if _current_node() is None:
+                marks.mark(_sequence_nr(), outer)
+            _rt.module_scope = backward_scope if outer is None else outer
 
 
 def _scoped_call_outside_dynamo(self, *args, **kwargs):

@@ -66,6 +66,8 @@ class Runtime:
         self.allow_execution = True            # False inside xlanb.compile(full_graph=True)
         # record the user's source line on every node (always while debug_nans is on: capture/nans.py)
         self.track_locations = config().debug_nans
+        # while an op is dispatched with lines recorded: the frame that called it (False: none did)
+        self.op_caller = None
         self.compile_scope = None              # the active xlanb.compile scope (capture.modes.CompileScope)
         # the warnings CPU probes raise while an op's meta is inferred, to be given as CPU gives them
         # (capture/record.py's infer_meta; None outside it: lower/fallback.py's probe_on_cpu drops them)

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from time import perf_counter_ns as _ns
 
+import sys
+
 import torch
 
 from xlanb import events
@@ -28,13 +30,24 @@ from xlanb.state import emit, note_stage, runtime_state
 _rt = runtime_state()
 
 _in_backward = torch._C._current_graph_task_id
+_getframe = sys._getframe
 
 
 def dispatch(cls, func, types, args=(), kwargs=None):
+    """LazyTensor's __torch_dispatch__. While lines are recorded, the frame that called the op is
+    kept for the op's duration (`runtime_state().op_caller`): the user's line is looked for from
+    there, past none of the frames below it, which are all xlanb's (capture/frames.user_location)."""
     try:
         handler = func._xlanb
     except AttributeError:
         handler = func._xlanb = choose_handler(func)
+    located = _rt.track_locations
+    if located:
+        outer = _rt.op_caller
+        try:
+            _rt.op_caller = _getframe(1)
+        except ValueError:      # called from C++ with no Python frame above: the autograd engine's thread
+            _rt.op_caller = False
     try:
         if not _rt.eager:
             return handler(func, args, kwargs)
@@ -51,6 +64,9 @@ def dispatch(cls, func, types, args=(), kwargs=None):
                 _raised_at_the_op(error, func)
             raise
         return defer(error, func, args, kwargs)
+    finally:
+        if located:
+            _rt.op_caller = outer
 
 
 # errors torch itself raises for a wrong program (CPU's own types): shown as CPU shows them, with no note

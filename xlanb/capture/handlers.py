@@ -27,7 +27,7 @@ from xlanb.capture.views import _AS_STRIDED, _REINTERPRETING, as_strided_view, c
 from xlanb.capture.mutations import lookup, mutation_handler, resize_, set_, set_storage, unsupported_mutation
 from xlanb.capture.overlap import check_write_overlap
 from xlanb.capture.realize import check_execution, copy_across, eager_replay, eager_run, to_cpu
-from xlanb.capture.record import NoMetaKernel, OpPlan, plan_of
+from xlanb.capture.record import EXPONENT, NoMetaKernel, OpPlan, kept_exponent, plan_of
 from xlanb.capture.verdict import check_once, raise_cpu_error
 from xlanb.capture.tensor import (LazyTensor, ViewStep, computed_view, new_tensor, new_view, storage_of, tensor_meta,
                                   value, view_chain, write, write_value)
@@ -384,6 +384,7 @@ def make_unary(func, plan: OpPlan):
 def make_binary(func, plan: OpPlan):
     memo: dict = {}         # (input meta, other meta or number kind) -> (output meta, local key, default dtype)
     name = plan.name
+    exponent = plan.positional[1] == EXPONENT       # pow's: a fast path's exponent stays a constant
 
     def h(func, args, kwargs):
         if kwargs or len(args) != 2 or type(args[0]) is not LazyTensor:
@@ -400,7 +401,7 @@ def make_binary(func, plan: OpPlan):
             kb = nb.meta
             operands = (na, nb)
         elif tb is float or tb is int or tb is bool:
-            nb = lift(b)
+            nb = b if exponent and kept_exponent(b) else lift(b)
             if type(nb) is Scalar:
                 kb = scalar_class(b)        # CPU refuses some numbers out of the dtype's range (pow on float16)
                 operands = (na, nb)

@@ -108,8 +108,9 @@ def mutation_handler(func):
         return _factory_out(functional, out_names)
 
     # the eager fast path for `self.op_(other)`: one output, written to self, nothing random
+    # (not pow_: its fast path's exponents are constants of the graph, record.kept_exponent, a key this path lifts)
     fast = not out_names and written[0][0] == 0 and len(schema.returns) == 1 and fplan.rule is not None \
-        and not fplan.rule.rng
+        and not fplan.rule.rng and rec.EXPONENT not in iplan.positional
     name = str(func)
 
     def h(func, args, kwargs):

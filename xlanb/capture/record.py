@@ -31,7 +31,7 @@ from xlanb.state import runtime_state
 
 _rt = runtime_state()
 
-TENSOR, TENSORS, NUMBER, NUMBERS, OTHER = range(5)
+TENSOR, TENSORS, NUMBER, NUMBERS, OTHER, EXPONENT = range(6)
 _META_DEVICE = torch.device("meta")
 _default_dtype = torch.get_default_dtype
 
@@ -53,6 +53,20 @@ def _kind(arg_type) -> int:
     return OTHER
 
 
+# A scalar exponent that selects the algorithm of CPU's kernel (ATen's pow fast paths: x * x, x * x * x,
+# 1 / (x * x), sqrt, rsqrt) stays a constant of the graph, so that XLA compiles the one it selects (a
+# lifted exponent computes powf and every fast path, then selects: 5% of W7's replayed step); any other
+# exponent is lifted, as numbers are
+_POW_FAST = (2, 3, -2, 0.5, -0.5)
+_EXPONENT_AT = {"aten.pow.Tensor_Scalar": 1, "aten.pow_.Scalar": 1, "aten.pow.Tensor_Scalar_out": 1}
+
+
+def kept_exponent(x) -> bool:
+    """Whether an EXPONENT argument stays a constant of the graph (a fast path's exponent)."""
+    t = type(x)
+    return (t is float or t is int) and x in _POW_FAST
+
+
 class OpPlan:
     """What record needs to know about an op, computed once."""
 
@@ -63,6 +77,9 @@ class OpPlan:
         self.name = str(func)
         self.positional = tuple(_kind(a.type) for a in schema.arguments if not a.kwarg_only)
         self.keyword = {a.name: _kind(a.type) for a in schema.arguments if a.kwarg_only}
+        at = _EXPONENT_AT.get(self.name)
+        if at is not None:
+            self.positional = self.positional[:at] + (EXPONENT,) + self.positional[at + 1:]
         self.rule = lookup(self.name)
         self.meta_cache: dict = {}
         self.returns_list = len(schema.returns) == 1 and str(schema.returns[0].type).startswith("List")
@@ -103,6 +120,8 @@ def _convert(x, kind, plan):
         return tuple(_convert(y, TENSOR, plan) for y in x)
     if kind == NUMBERS:
         return tuple(lift(y) for y in x)
+    if kind == EXPONENT:
+        return x if kept_exponent(x) else _convert(x, NUMBER, plan)
     return x
 
 

@@ -285,6 +285,17 @@ def pow_rule(self, exponent):
 
 @lowers("aten.pow.Tensor_Scalar", promote="same", common_first=True)
 def pow_tensor_scalar(self, exponent):
+    if is_float(self) and isinstance(exponent, (int, float)):       # a fast path's exponent: a constant
+        if exponent == 2:
+            return self * self
+        if exponent == 3:
+            return self * self * self
+        if exponent == -2:
+            return 1 / (self * self)
+        if exponent == 0.5:
+            return jnp.sqrt(self)
+        if exponent == -0.5:
+            return lax.rsqrt(self)
     out = pow_(self, exponent)
     if is_float(out) and not isinstance(exponent, (int, float)):
         # ATen's fast paths for a scalar exponent: x ** 0.5 is sqrt (so (-inf) ** 0.5 is NaN, not inf),

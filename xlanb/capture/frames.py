@@ -70,7 +70,7 @@ def user_location() -> tuple[str, int] | None:
     """(filename, line) of the innermost user frame; cheap enough for every op when enabled (the
     notebook records every op's line: the memo is read inline, a call per frame cost a third more).
     Inside an op's dispatch the walk starts at the frame that called the op (`op_caller`; False: no
-    Python frame called it), skipping xlanb's own frames below it (W3's step: 13 us of 18 walks)."""
+    Python frame called it), skipping xlanb's own frames below it (W3's 18 walks a step: 28 -> 16.5 us)."""
     f = _rt.op_caller
     if f is None:
         f = sys._getframe(2)

@@ -6,16 +6,18 @@ import atexit
 import gc
 
 from xlanb._config import config, fix_field
-from xlanb.capture import dispatch, factories, nans, nodtensor, nodynamo, nosympy
+from xlanb.capture import dispatch, factories, nans, nodtensor, nodynamo, nosympy, optimizers
 from xlanb.capture.device import register_device
 from xlanb.capture.modules import keep_ties_on_move
+from xlanb.capture.tensor import LazyTensor
 from xlanb.state import runtime_state
 
 
 def install():
-    """Registers the device, the dispatch, the factories and the module patch, and keeps
-    torch._dynamo, torch.distributed.tensor and sympy unimported until torch.compile, DTensor or
-    symbolic shapes need them (once per process); returns the device."""
+    """Registers the device, the dispatch, the factories and the module patch, lets torch's
+    optimizers take their foreach path on xla tensors, and keeps torch._dynamo,
+    torch.distributed.tensor and sympy unimported until torch.compile, DTensor or symbolic shapes
+    need them (once per process); returns the device."""
     rt = runtime_state()
     if rt.device is None:
         rt.device = register_device(config().device_name)
@@ -27,6 +29,7 @@ def install():
         nodynamo.install()
         nosympy.install()
         nans.install()
+        optimizers.take_foreach_path(LazyTensor)
         atexit.register(gc.collect)
     return rt.device
 

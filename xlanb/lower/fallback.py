@@ -123,9 +123,10 @@ def _widen_host(words, dtype):
     return np.ascontiguousarray(words).reshape(-1).view(dtype).reshape(words.shape[:-1])
 
 
-def lower_fallback(op, name: str, args, kwargs, meta):
-    """Lowers an op with no rule to a jax.pure_callback that runs it in torch on the host; each
-    execution emits a Fallback event (counted as `aten::<op>`)."""
+def lower_fallback(op, name: str, args, kwargs, meta, why: str = "no lowering"):
+    """Lowers an op with no rule (or one XLA cannot compile on this platform: `why`) to a
+    jax.pure_callback that runs it in torch on the host; each execution emits a Fallback event
+    (counted as `aten::<op>`)."""
     if not isinstance(op, torch._ops.OpOverload):
         raise NotImplementedError(f"xlanb: no lowering for {name}; see docs/adding_ops.md")
     leaves: list = []
@@ -153,7 +154,7 @@ def lower_fallback(op, name: str, args, kwargs, meta):
             raise
         outs = out if isinstance(out, (tuple, list)) else (out,)
         outs = [o for o, m in zip(outs, metas) if m is not None]
-        emit(events.Fallback(op=counter))
+        emit(events.Fallback(op=counter, reason=why))
         results = (np.ascontiguousarray(torch_to_numpy(o)).reshape(s.shape) for o, s in zip(outs, specs))
         return tuple(_words_host(r) if wide else r for r, wide in zip(results, out_wide))
 

@@ -19,6 +19,9 @@ Flags (at most what a rule needs):
                    tensor of another dtype (`h == 0.1` compares float16's 0.1); mul and div read the
                    number as it is, and ops taking it as a parameter (clamp's bounds) too
   rng=True         the rule takes a jax PRNG key as its first argument
+  avoid={platform: why}  XLA cannot compile the rule's program on that platform (jax's platform name:
+                   "tpu", "gpu", "cpu"); there the op runs on torch CPU (lower/fallback.py), as an op
+                   without a rule does, and the report says why: a compiler that aborts ends the process
 
 Lifted Python scalars reach a rule as weakly typed 0-d arrays: never branch on them.
 The lowering driver casts every result to the dtype torch's meta kernel predicted.
@@ -38,13 +41,18 @@ class Rule:
     rng: bool = False
     saturate: bool = False
     common_first: bool = False
+    avoid: tuple = ()            # (platform, why) pairs: see the module docstring
+
+    def avoided_on(self, platform: str) -> str | None:
+        """Why XLA cannot compile this rule on `platform`, or None when it can."""
+        return next((why for where, why in self.avoid if where == platform), None)
 
 
 LOWERINGS: dict[str, Rule] = {}
 
 
 def lowers(*names: str, promote: str | None = None, rng: bool = False, saturate: bool = False,
-           common_first: bool = False):
+           common_first: bool = False, avoid: dict[str, str] | None = None):
     """Registers `fn` for each ATen overload name (e.g. "aten.add.Tensor")."""
     if promote not in (None, "same", "float", "result"):
         raise ValueError(f"promote must be None, 'same', 'float' or 'result', got {promote!r}")
@@ -53,7 +61,7 @@ def lowers(*names: str, promote: str | None = None, rng: bool = False, saturate:
         for name in names:
             if name in LOWERINGS:
                 raise ValueError(f"duplicate lowering for {name} ({LOWERINGS[name].fn.__module__})")
-            LOWERINGS[name] = Rule(name, fn, promote, rng, saturate, common_first)
+            LOWERINGS[name] = Rule(name, fn, promote, rng, saturate, common_first, tuple((avoid or {}).items()))
         return fn
     return register
 
@@ -66,6 +74,12 @@ def lookup(name: str) -> Rule | None:
 def has_rule(name: str) -> bool:
     _load_rules()
     return name in LOWERINGS
+
+
+def rule_on(name: str, platform: str) -> Rule | None:
+    """The rule XLA compiles for `name` on `platform`: None where there is none, or it avoids the platform."""
+    rule = lookup(name)
+    return None if rule is None or rule.avoid and rule.avoided_on(platform) else rule
 
 
 _loaded = [False]

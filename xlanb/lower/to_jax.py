@@ -27,6 +27,7 @@ from xlanb.lower.registry import Rule, lookup
 from xlanb.lower.rules import sharding as sharding_rules
 from xlanb.lower.torch_versions import CLAMP_WRAPS_NEGATIVE_INTO_UNSIGNED
 from xlanb.lower.tree import join, split
+from xlanb.state import runtime_state
 
 
 _F64, _I64 = np.dtype(np.float64), np.dtype(np.int64)
@@ -159,7 +160,7 @@ def saturated(x, dtype):
 
 class Step:
     __slots__ = ("pos", "name", "rule", "args", "kwargs", "out_dtypes", "promote_to", "first", "op", "meta", "empty",
-                 "origin", "manual")
+                 "origin", "manual", "why")
 
 
 def _out_dtypes(meta):
@@ -210,6 +211,7 @@ def build_function(graph: Graph):
     input_pos = [index[n] for n in graph.inputs]
     steps = []
     manual: dict = {}                # position -> the mesh of a manual value (lower/rules/sharding.py)
+    platform = runtime_state().jax_device().platform     # the device the graph is lowered for (executor)
     for i, n in enumerate(graph.order):
         if n.buffer is not None:
             continue
@@ -217,7 +219,10 @@ def build_function(graph: Graph):
         st.manual = _manual_step(n, index, manual) if manual or n.name == sharding_rules.FULL_TO_SHARD else None
         st.pos, st.name, st.op, st.meta = i, n.name, n.op, n.meta
         st.origin = origin(n, i)
-        st.rule = lookup(n.name)
+        rule = lookup(n.name)
+        avoided = rule.avoided_on(platform) if rule is not None and rule.avoid else None
+        st.rule = None if avoided else rule         # avoided: the CPU fallback, as with no rule
+        st.why = avoided or "no lowering"
         st.args = _template(n.args, index, slots)
         st.kwargs = _template(n.kwargs, index, slots) if n.kwargs else {}
         st.out_dtypes = _out_dtypes(n.meta)
@@ -344,7 +349,7 @@ def run_step(st: Step, env, scalars):
     try:
         with jax.named_scope(st.origin):
             if st.rule is None:
-                return _cast_out(fallback.lower_fallback(st.op, st.name, args, kwargs, st.meta), st.out_dtypes,
+                return _cast_out(fallback.lower_fallback(st.op, st.name, args, kwargs, st.meta, st.why), st.out_dtypes,
                                  st.name, st.meta)
             if st.promote_to is not None:
                 args, kwargs = promote_operands(st.rule, args, kwargs, st.promote_to, scalars["casts"], st.first)

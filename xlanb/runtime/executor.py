@@ -9,6 +9,7 @@ texts and analyses while someone asked for them); every launch emits Execute.
 
 from __future__ import annotations
 
+import contextlib
 import re
 import time
 import warnings
@@ -21,7 +22,7 @@ from xlanb.ir.graph import Graph, Settings, build_graph, graph_lines
 from xlanb.ir.node import Meta, Node
 from xlanb.ir.precision import matmul_precision
 from xlanb.lower.dtypes import to_jax_dtype
-from xlanb.lower.registry import has_rule
+from xlanb.lower.registry import rule_on
 from xlanb.lower.to_jax import build_function
 from xlanb.runtime import nans, partition
 from xlanb.runtime.cache import persistent_cache
@@ -78,7 +79,10 @@ def lower_graph(graph: Graph) -> Lowered:
         avals += [jax.ShapeDtypeStruct(m.shape, to_jax_dtype(m.dtype)) for m in recycled]
         donate = donate + tuple(range(used, len(avals)))
         fn = _ignoring_after(fn, used)
-    with jax.enable_x64(True), warnings.catch_warnings():
+    # one device: the configured platform's (jit lowers for jax's default device when no input names
+    # one, and that is the first platform jax found: a TPU, where `platform="cpu"` put the inputs on the CPU)
+    on_device = jax.default_device(_rt.jax_device()) if mesh is None else contextlib.nullcontext()
+    with jax.enable_x64(True), on_device, warnings.catch_warnings():
         warnings.filterwarnings("ignore", message="Some donated buffers were not usable")
         lowered = jax.jit(fn, donate_argnums=donate, keep_unused=bool(recycled)).lower(*avals)
     return Lowered(graph.name, graph.digest(), lowered, len(floats), len(ints), mesh)
@@ -115,6 +119,7 @@ def compile_graph(graph: Graph, *, eager: bool, cause: str = "", frames=()) -> C
         note_stage(error, f"compiling {what} with XLA")
         raise
     done = time.perf_counter_ns()
+    platform = _rt.jax_device().platform
     texts = _texts(lowered, compiled, eager) if _rt.want_texts or _rt.config.debug >= 4 else {}
     emit(events.Compile(
         name=graph.name, key=compiled.digest, eager=eager, nodes=graph.compute_nodes,
@@ -122,7 +127,7 @@ def compile_graph(graph: Graph, *, eager: bool, cause: str = "", frames=()) -> C
         outputs=tuple(_info(n.meta) for n in graph.roots),
         scalars=len(graph.scalars), lower_ns=lowered_at - start, compile_ns=done - lowered_at,
         persistent_hit=persistent_cache.hits() > hits, cause=cause, frames=tuple(frames),
-        fallback_ops=tuple(sorted({n.name for n in graph.order if n.buffer is None and not has_rule(n.name)})),
+        fallback_ops=tuple(sorted({n.name for n in graph.order if n.buffer is None and rule_on(n.name, platform) is None})),
         recompile=explain(graph, frames), ir=graph_lines(graph), matmul_precision=graph.key.matmul_precision,
         compile_effort=graph.key.compile_effort,
         **texts))

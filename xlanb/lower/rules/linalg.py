@@ -267,7 +267,14 @@ def linalg_cross(self, other, *, dim=-1):
 
 # Decompositions -----------------------------------------------------------------------
 
-@lowers("aten._linalg_svd.default")
+# XLA:TPU's SVD (jax's QDWH, the one algorithm it has) aborts the process at compile time when U and V
+# are asked for with 64-bit types on, which xlanb lowers with (jax 0.10.2, libtpu 0.0.42: "shape.h:843
+# Check failed: buffer != nullptr"; the same program compiles with them off): the CPU computes the ops
+# whose rules take an SVD there (this one, linalg_extra.py's pinv)
+SVD_AVOIDS = {"tpu": "XLA:TPU's SVD aborts the process when compiled with 64-bit types on (jax 0.10)"}
+
+
+@lowers("aten._linalg_svd.default", avoid=SVD_AVOIDS)
 def linalg_svd(A, full_matrices=False, compute_uv=True, *, driver=None):
     if not compute_uv:
         s = jnp.linalg.svd(A, compute_uv=False)

@@ -7,6 +7,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from xlanb.lower.registry import lowers
+from xlanb.lower.rules.linalg import SVD_AVOIDS
 
 
 def _mH(x):
@@ -34,11 +35,11 @@ def _pinv(a, atol, rtol, hermitian):
     return jnp.matmul(u * s_inv[..., None, :], _mH(u), precision="highest")
 
 
-@lowers("aten.linalg_pinv.atol_rtol_tensor", "aten.linalg_pinv.atol_rtol_float")
+@lowers("aten.linalg_pinv.atol_rtol_tensor", "aten.linalg_pinv.atol_rtol_float", avoid=SVD_AVOIDS)
 def linalg_pinv(self, *, atol=None, rtol=None, hermitian=False):
     return _pinv(self, atol, rtol, hermitian)
 
 
-@lowers("aten.linalg_pinv.default", "aten.linalg_pinv.rcond_tensor")
+@lowers("aten.linalg_pinv.default", "aten.linalg_pinv.rcond_tensor", avoid=SVD_AVOIDS)
 def linalg_pinv_rcond(self, rcond, hermitian=False):
     return _pinv(self, jnp.zeros((), np.float64), rcond, hermitian)

@@ -42,8 +42,9 @@ def test_values_match_torch_cpu(name):
     x = torch.randn(4, 6)
     want = _train(_model(), OPTIMIZERS[name], x)            # CPU: the per-parameter loop
     got = _train(_model().to("xla"), OPTIMIZERS[name], x.to("xla"))
+    # Adam divides by sqrt(v): a gradient's last-bit difference (a TPU's tanh) moves an update by ~1e-5
     for w, g in zip(want.parameters(), got.parameters()):
-        torch.testing.assert_close(g.cpu(), w.detach())
+        torch.testing.assert_close(g.cpu(), w.detach(), rtol=1e-4, atol=1e-4)
 
 
 @pytest.mark.parametrize("name", sorted(OPTIMIZERS))

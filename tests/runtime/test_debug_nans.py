@@ -301,6 +301,7 @@ def test_a_replayed_step_is_traced_and_checked_while_it_is_on():
     with override(debug_nans=True):
         with pytest.raises(FloatingPointError, match="aten.log.default"):
             step(xla([-1.0, 1.0]))
+            xlanb.wait()        # the flag is read once the graph has finished: at once on a CPU only
     misses = [e.reason for e in _rt.log.all() if isinstance(e, events.ReplayMiss)]
     assert misses[-1] == "replay guard failed: debug_nans is on: each call runs its body, so that its graph is " \
                          "checked for NaN"
@@ -324,7 +325,7 @@ def test_the_notebook_magic_parses_it():
 def test_the_environment_variable_turns_it_on_at_import(tmp_path):
     import subprocess
     script = tmp_path / "user.py"
-    script.write_text("import torch, xlanb\nx = torch.tensor([-1.0], device='xla')\ny = x.sqrt()\nxlanb.sync()\n")
+    script.write_text("import torch, xlanb\nx = torch.tensor([-1.0], device='xla')\ny = x.sqrt()\nxlanb.sync(wait=True)\n")
     environ = {k: v for k, v in os.environ.items() if not k.startswith("XLANB_")}
     done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
                           env={**environ, "XLANB_DEBUG_NANS": "1"}, timeout=300)

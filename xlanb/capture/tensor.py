@@ -163,6 +163,12 @@ class LazyTensor(torch.Tensor):
             return self.detach().item().__format__(format_spec)
         return object.__format__(self, format_spec)
 
+    def __coerce_same_metadata_as_tangent__(self, expected_metadata, expected_type=None):
+        """AOT autograd (aot_function; torch.compile's default backends) traces an xla tensor as a
+        plain tensor, then meets an xla tensor as the gradient of an output at run time: the same
+        tensor is what it expected. (Its question for other tensor subclasses: None, their error.)"""
+        return self if expected_type in (None, torch.Tensor) else None
+
     def data_ptr(self) -> int:
         """A fake address, unique to the tensor's storage (views share it, offset as torch offsets them)."""
         return storage_address(storage_of(self)) + self.storage_offset() * self.element_size()

@@ -162,3 +162,13 @@ def test_manual_sharding_runs_each_devices_shard_as_cpu_computes_it():
     assert "does not divide" in e["uneven"] and "no sharding over a mesh" in e["unsharded"]
     assert "not manually sharded" in e["not_manual"] and "is [4, 1], but the tensor is f32[4,2]" in e["shape"]
     assert "carry no gradient" in e["grad"] and e["mark"].startswith("mark_sharding: the tensor is manually sharded")
+
+
+def test_mark_sharding_under_aot_function_and_torch_compile():
+    r = run_program("traced")
+    assert r["graphs"] == [1, 1]                   # forward: the output's constraint; backward: the gradient's
+    assert r["y_spec"] == r["grad_spec"] == "('x', None) on mesh x=8"
+    assert r["y"] <= 1e-6 and r["grad"] <= 1e-6
+    assert r["compiled_spec"] == "('x', None) on mesh x=8" and r["compiled"] <= 1e-6
+    assert r["compiled_fallbacks"] == [] and r["cpu_copy"]
+    assert "'y' is not an axis of the mesh" in r["bad"]

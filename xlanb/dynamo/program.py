@@ -27,6 +27,7 @@ import torch.fx as fx
 from xlanb.capture.nodes import make_node
 from xlanb.ir.node import Meta, Node, data_node, meta_of
 from xlanb.lower.registry import lookup
+from xlanb.lower.rules.sharding import MARK_SHARDING
 from xlanb.lower.to_jax import build_function
 from xlanb.runtime import executor
 
@@ -129,6 +130,9 @@ class Program:
                     env[n] = src
                     continue
                 name = str(n.target)
+                if name == MARK_SHARDING:       # a constraint in the graph: capture records it (spmd/traced.py)
+                    raise NotAProgram("xs.mark_sharding inside the graph: run op by op, where the sharding "
+                                      "constraint is an xlanb node the graph's mesh is found from")
                 if name in _IDENTITY and isinstance(n.args[0], fx.Node):
                     source = env[n.args[0]]
                     meta = _metas(n.meta.get("val"), n.name)

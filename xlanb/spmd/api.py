@@ -14,14 +14,16 @@ import jax
 import numpy as np
 import torch
 
+from xlanb.capture.handlers import SPECIAL
 from xlanb.capture.nodes import make_node
 from xlanb.capture.realize import realize
 from xlanb.capture.tensor import LazyTensor, base_node, tensor_meta, value, view_chain, write
 from xlanb.ir.node import data_node
 from xlanb.ir.sharding import is_multi_device, sharding_text
-from xlanb.lower.rules.sharding import is_manual
+from xlanb.lower.rules.sharding import MARK_SHARDING, is_manual
 from xlanb.runtime import executor
 from xlanb.runtime.partition import CONSTRAINT, constraint_key, lay_out, unpadded
+from xlanb.spmd import traced
 from xlanb.spmd.mesh import Mesh, as_mesh, caller_name, named_sharding
 from xlanb.state import runtime_state
 
@@ -53,7 +55,10 @@ def _set_buffer(t: LazyTensor, buffer) -> None:
 def mark_sharding(t: torch.Tensor, mesh, partition_spec, *, name: str = "") -> torch.Tensor:
     """Shards `t` over `mesh` as `partition_spec` says (one entry per dimension: a mesh axis name or
     index, a tuple of them, or None). On a computed tensor the buffer is laid out now; on a pending
-    one a sharding constraint is recorded. Returns `t`."""
+    one a sharding constraint is recorded. Under functional tracing (aot_function, AOT autograd) the
+    sharding is an op of the traced graph (spmd/traced.py). Returns `t`."""
+    if type(t) is not LazyTensor and isinstance(t, torch.Tensor) and t.device.type == _rt.device.type:
+        return traced.traced(t, as_mesh(mesh), partition_spec)
     _check_tensor(t, "mark_sharding")
     node = base_node(t)
     if _rt.manual_used and node.buffer is None and is_manual(node, {}):
@@ -68,6 +73,16 @@ def mark_sharding(t: torch.Tensor, mesh, partition_spec, *, name: str = "") -> t
         key = constraint_key(sharding, len(meta.shape))
         write(t, make_node(CONSTRAINT, CONSTRAINT, (node, key), None, node.meta))
     return t
+
+
+def _on_xla(func, args, kwargs):
+    """spmd/traced.py's op on an xla tensor (capture's handler): a clone of `x`, marked."""
+    x, text = args if len(args) == 2 else (args[0], kwargs["sharding"])
+    mesh, spec = traced.mesh_and_spec(text)
+    return mark_sharding(torch.ops.aten.clone.default(x), mesh, spec)
+
+
+SPECIAL.setdefault(MARK_SHARDING, _on_xla)
 
 
 def clear_sharding(t: torch.Tensor) -> torch.Tensor:

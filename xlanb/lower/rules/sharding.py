@@ -18,6 +18,9 @@ A manual value cannot leave a graph (it is no one tensor's value): syncs leave i
 
 from __future__ import annotations
 
+import functools
+import json
+
 import jax
 import jax.numpy as jnp
 
@@ -26,6 +29,7 @@ from xlanb.ir.sharding import pad_widths, padded_shape
 from xlanb.lower.registry import lowers
 
 CONSTRAINT = "xlanb.sharding_constraint"
+MARK_SHARDING = "xlanb.mark_sharding.default"     # spmd/traced.py's op: mark_sharding in a traced graph
 FULL_TO_SHARD = "xlanb.full_to_shard"       # (value, ShardingKey of its sharding): each device's shard
 SHARD_TO_FULL = "xlanb.shard_to_full"       # (manual value, ShardingKey of the result): the value tiled
 
@@ -33,6 +37,22 @@ SHARD_TO_FULL = "xlanb.shard_to_full"       # (manual value, ShardingKey of the 
 @lowers(CONSTRAINT)
 def sharding_constraint(x, key):
     return jax.lax.with_sharding_constraint(x, key.sharding)
+
+
+def mark_sharding_text(ids, shape, axes, spec) -> str:
+    """MARK_SHARDING's sharding argument: the mesh (logical device ids, shape, axis names) and the
+    partition spec (per dimension None, an axis name or a list of them), as JSON."""
+    return json.dumps({"ids": [int(i) for i in ids], "shape": [int(n) for n in shape], "axes": list(axes),
+                       "spec": [list(e) if isinstance(e, (tuple, list)) else e for e in spec]},
+                      separators=(",", ":"))
+
+
+@functools.lru_cache(maxsize=64)
+def mark_sharding_parts(text: str) -> tuple:
+    """(ids, shape, axes, spec) from `mark_sharding_text`."""
+    d = json.loads(text)
+    spec = tuple(tuple(e) if isinstance(e, list) else e for e in d["spec"])
+    return tuple(d["ids"]), tuple(d["shape"]), tuple(d["axes"]), spec
 
 
 def devices_spec(mesh):

@@ -90,3 +90,27 @@ def test_eager_in_place_pow_with_a_fast_then_another_exponent():
             t.pow_(exponent)
             want.pow_(exponent)
             torch.testing.assert_close(t.cpu(), want, equal_nan=True)
+
+
+def test_eager_in_place_pow_takes_the_fast_path(monkeypatch):
+    """After its first call, `t.pow_(e)` on computed values is one launch on the eager fast path,
+    for a fast path's exponent (a constant of the executable) and for another (lifted) alike."""
+    from xlanb.capture import realize
+    launched = []
+    launch = realize.eager_launch
+
+    def counting(*args):
+        out = launch(*args)
+        launched.append(out is not None)
+        return out
+
+    monkeypatch.setattr(realize, "eager_launch", counting)
+    x = _values(torch.float32).abs()
+    with xlanb.eager_mode_context(True):
+        for exponent in (2.0, 1.5):
+            t, want = x.to("xla"), x.clone()
+            for _ in range(3):
+                t.pow_(exponent)
+                want.pow_(exponent)
+            torch.testing.assert_close(t.cpu(), want, equal_nan=True)
+    assert launched == [False, True, True] * 2

@@ -108,15 +108,15 @@ def mutation_handler(func):
         return _factory_out(functional, out_names)
 
     # the eager fast path for `self.op_(other)`: one output, written to self, nothing random
-    # (not pow_: its fast path's exponents are constants of the graph, record.kept_exponent, a key this path lifts)
     fast = not out_names and written[0][0] == 0 and len(schema.returns) == 1 and fplan.rule is not None \
-        and not fplan.rule.rng and rec.EXPONENT not in iplan.positional
+        and not fplan.rule.rng
+    exponent = rec.EXPONENT in iplan.positional       # pow_: a fast path's exponent stays a constant
     name = str(func)
 
     def h(func, args, kwargs):
         write = None
         if fast and _rt.eager and not kwargs and _rt.observer is None and not _rt.pending:
-            write = _fast_write(args)
+            write = _fast_write(args, exponent)
             if write is not None:
                 fast_key, buffers, scalar, _, holder, old = write
                 out = realize.eager_launch((name, fast_key), name, buffers, scalar)
@@ -170,14 +170,15 @@ def mutation_handler(func):
     return h
 
 
-def _fast_write(args) -> tuple | None:
+def _fast_write(args, exponent: bool = False) -> tuple | None:
     """Eager mode, `self.op_()` or `self.op_(other)` on computed values: (the fast key, the input
     buffers, the lifted number or None, the input nodes, what holds self's value, self's node or its
     view's base), or None when the op takes the slow path. self may be a view of a computed tensor
     (the view, the op and the write back into the base are one executable on the base's buffer);
     other is a computed tensor with a value of its own, self itself, or a Python number. Everything
     torch checks about such a write (dtypes, the number's range, internal overlap) is a function of
-    the key: the first time runs those checks on the slow path."""
+    the key: the first time runs those checks on the slow path. With `exponent` (pow_), a number that
+    selects one of CPU's algorithms stays a constant, as record.kept_exponent keeps it on the slow path."""
     target = args[0]
     if type(target) is not LazyTensor or len(args) > 2:
         return None
@@ -209,7 +210,7 @@ def _fast_write(args) -> tuple | None:
                 buffers.append(nb.buffer)
                 inputs.append(nb)
         elif tb is float or tb is int or tb is bool:
-            if type(lift(b)) is Scalar:
+            if not (exponent and rec.kept_exponent(b)) and type(lift(b)) is Scalar:
                 key.append(scalar_class(b))
                 scalar = b
             else:

@@ -26,6 +26,7 @@ from xlanb.ir.node import Meta, Node, Scalar, data_node, meta_of
 from xlanb.lower.dtypes import to_jax_dtype, to_torch_dtype
 from xlanb.lower.fallback import host_dispatch, probe_on_cpu, with_warnings
 from xlanb.lower.registry import lookup
+from xlanb.lower.rules.pointwise import POW_FAST
 from xlanb.runtime.transfer import upload
 from xlanb.state import runtime_state
 
@@ -53,18 +54,17 @@ def _kind(arg_type) -> int:
     return OTHER
 
 
-# A scalar exponent that selects the algorithm of CPU's kernel (ATen's pow fast paths: x * x, x * x * x,
-# 1 / (x * x), sqrt, rsqrt) stays a constant of the graph, so that XLA compiles the one it selects (a
-# lifted exponent computes powf and every fast path, then selects: 5% of W7's replayed step); any other
-# exponent is lifted, as numbers are
-_POW_FAST = (2, 3, -2, 0.5, -0.5)
+# A scalar exponent that selects the algorithm of CPU's kernel (lower/rules/pointwise.py's POW_FAST: x * x,
+# x * x * x, 1 / (x * x), sqrt, rsqrt) stays a constant of the graph, so that XLA compiles the one it
+# selects (a lifted exponent computes powf and every fast path, then selects: 5% of W7's replayed step);
+# any other exponent is lifted, as numbers are
 _EXPONENT_AT = {"aten.pow.Tensor_Scalar": 1, "aten.pow_.Scalar": 1, "aten.pow.Tensor_Scalar_out": 1}
 
 
 def kept_exponent(x) -> bool:
     """Whether an EXPONENT argument stays a constant of the graph (a fast path's exponent)."""
     t = type(x)
-    return (t is float or t is int) and x in _POW_FAST
+    return (t is float or t is int) and x in POW_FAST
 
 
 class OpPlan:

@@ -283,30 +283,21 @@ def pow_rule(self, exponent):
     return pow_(self, exponent)
 
 
+# ATen's fast paths for a scalar exponent of a float tensor: x ** 0.5 is sqrt (so (-inf) ** 0.5 is NaN, not
+# inf), -0.5 rsqrt, 2 / 3 / -2 exact products. Such an exponent stays a constant of the graph
+# (capture/record.py's kept_exponent reads this table), so XLA compiles the one path it selects
+POW_FAST = {2: lambda x: x * x, 3: lambda x: x * x * x, -2: lambda x: 1 / (x * x), 0.5: jnp.sqrt, -0.5: lax.rsqrt}
+
+
 @lowers("aten.pow.Tensor_Scalar", promote="same", common_first=True)
 def pow_tensor_scalar(self, exponent):
-    if is_float(self) and isinstance(exponent, (int, float)):       # a fast path's exponent: a constant
-        if exponent == 2:
-            return self * self
-        if exponent == 3:
-            return self * self * self
-        if exponent == -2:
-            return 1 / (self * self)
-        if exponent == 0.5:
-            return jnp.sqrt(self)
-        if exponent == -0.5:
-            return lax.rsqrt(self)
+    constant = isinstance(exponent, (int, float))
+    if is_float(self) and constant and exponent in POW_FAST:
+        return POW_FAST[exponent](self)
     out = pow_(self, exponent)
-    if is_float(out) and not isinstance(exponent, (int, float)):
-        # ATen's fast paths for a scalar exponent: x ** 0.5 is sqrt (so (-inf) ** 0.5 is NaN, not inf),
-        # -0.5 rsqrt, 2 / 3 / -2 exact products; the exponent is traced, so select
-        x = self
-        sq = x * x
-        out = jnp.where(exponent == 2, sq, out)
-        out = jnp.where(exponent == 3, sq * x, out)
-        out = jnp.where(exponent == -2, 1 / sq, out)
-        out = jnp.where(exponent == 0.5, jnp.sqrt(x), out)
-        out = jnp.where(exponent == -0.5, lax.rsqrt(x), out)
+    if is_float(out) and not constant:      # a lifted exponent is traced: every fast path, then select
+        for e, fast in POW_FAST.items():
+            out = jnp.where(exponent == e, fast(self), out)
     return out
 
 

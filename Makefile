@@ -15,7 +15,7 @@ EXT_BUILT := xlanb/labextension/package.json
 EXT_DIR := $(VENV)/share/jupyter/labextensions/xlanb-lab
 WIDGET_BUILT := xlanb/notebook/static/widget.js
 
-.PHONY: setup labextension widget wheel test test-matrix test-ops-full test-torch-suites torch-xla-referee lab docs bench fuzz clean
+.PHONY: setup labextension widget wheel test test-matrix test-ops-full test-torch-suites torch-xla-referee lab docs bench torch-xla-bench-env fuzz clean
 
 $(STAMP): pyproject.toml requirements-dev.txt
 	$(PYTHON) -m venv $(VENV)
@@ -101,6 +101,15 @@ docs: $(STAMP)
 
 bench: setup
 	$(PY) bench/run.py
+
+# torch_xla's side of W7 in `make bench` (bench/hf_training.py): a venv of its own, as torch_xla 2.9 pins
+# torch 2.9; PyPI's torch wheels (CUDA builds, about 3 GB with their nvidia packages) run on a CPU.
+# PIP_CONSTRAINT= lifts a machine-wide pin of torch, where one is set; the same transformers as .venv's
+TXLA_VENV := build/torch-xla-venv
+torch-xla-bench-env: $(STAMP)
+	$(PYTHON) -m venv $(TXLA_VENV)
+	PIP_CONSTRAINT= $(TXLA_VENV)/bin/python -m pip install --quiet torch==2.9.0 torch_xla==2.9.0 \
+		"transformers==$$($(PY) -c 'import transformers; print(transformers.__version__)')"
 
 # the differential fuzzer: random programs on xla against torch CPU, seeds 0..N-1 (N=1000 unless given);
 # failures are shrunk and printed

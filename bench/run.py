@@ -58,6 +58,7 @@ NOT_MEASURED = [
 
 def run_job(system: str, arg: str, timeout: float) -> tuple[list[dict], str]:
     env = {**os.environ, "XLANB_PERSISTENT_CACHE": "0", "PYTHONUNBUFFERED": "1"}
+    python = hf_training.interpreter(system)
     try:
         command = ([generation.SCRIPT, system] if arg == "W6" else
                    hf_training.command(system, arg) if arg.startswith("W7") else
@@ -65,7 +66,7 @@ def run_job(system: str, arg: str, timeout: float) -> tuple[list[dict], str]:
                    [debug_nans.SCRIPT, *debug_nans.ARGS] if arg == "debug_nans" else
                    [compile_effort.SCRIPT, *compile_effort.ARGS] if arg == "compile_effort" else
                    [notebook06.SCRIPT, *notebook06.ARGS] if arg == "notebook06" else [SCRIPTS[system], arg])
-        out = subprocess.run([sys.executable, *command], capture_output=True, text=True, env=env,
+        out = subprocess.run([python, *command], capture_output=True, text=True, env=env,
                              cwd=HERE, timeout=timeout)
     except subprocess.TimeoutExpired:
         return [], f"timed out after {timeout:.0f} s"
@@ -94,7 +95,11 @@ def versions() -> dict:
 def measure(args) -> dict:
     only = {ALIASES.get(w, w) for w in args.only.split(",")} if args.only else None
     jobs = [j for j in JOBS if only is None or j[2] in only]
-    samples: dict = {s: {} for s in figures.SYSTEMS}
+    not_measured = list(NOT_MEASURED)
+    if any(hf_training.interpreter(system) is None for system, _, _ in jobs):
+        jobs = [j for j in jobs if hf_training.interpreter(j[0]) is not None]
+        not_measured.append(hf_training.NO_TORCH_XLA)
+    samples: dict = {s: {} for s in (*figures.SYSTEMS, "torch_xla")}
     log, errors = [], []
     start = time.perf_counter()
     rounds = 0
@@ -126,7 +131,7 @@ def measure(args) -> dict:
         "machine": machine(), "versions": versions(), "rounds": rounds, "only": args.only or None,
         "wall_s": round(time.perf_counter() - start, 1), "persistent_cache": False,
         "figures": figures.evaluate(samples, rounds), "samples": samples, "jobs": log, "errors": errors,
-        "not_measured": NOT_MEASURED,
+        "not_measured": not_measured,
     }
 
 

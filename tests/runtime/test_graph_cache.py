@@ -313,3 +313,29 @@ def test_a_cache_key_hash_covers_every_field_and_is_computed_once():
         changed = dataclasses.replace(base, **{name: value})
         assert changed != base and hash(changed) != hash(base), name
     assert hash(base) == hash(dataclasses.replace(base)) and base.__dict__["_hash"] == hash(base)
+
+
+def test_lowering_runs_with_the_garbage_collector_paused(monkeypatch):
+    """Lowering's many short-lived objects are freed by reference counts, not by collector passes
+    (runtime/executor.collector_paused); the collector is left as it was found, on or off."""
+    import gc
+
+    from xlanb.runtime import executor
+    seen = []
+    build = executor.build_function
+
+    def watching(graph):
+        seen.append(gc.isenabled())
+        return build(graph)
+    monkeypatch.setattr(executor, "build_function", watching)
+    p = xla(torch.randn(3))
+    for scale, collector in ((3.0, True), (5, False)):      # a new graph each time (int 5: another key)
+        (gc.enable if collector else gc.disable)()
+        try:
+            r = p * torch.tensor(scale).to("xla") if collector else p.neg() * scale
+            xlanb.sync()
+            assert gc.isenabled() is collector
+        finally:
+            gc.enable()
+    assert seen and not any(seen)
+    torch.testing.assert_close(r.cpu(), -p.cpu() * 5)

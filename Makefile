@@ -15,7 +15,7 @@ EXT_BUILT := xlanb/labextension/package.json
 EXT_DIR := $(VENV)/share/jupyter/labextensions/xlanb-lab
 WIDGET_BUILT := xlanb/notebook/static/widget.js
 
-.PHONY: setup labextension widget wheel test test-matrix test-ops-full test-torch-suites torch-xla-referee lab docs bench torch-xla-bench-env fuzz clean
+.PHONY: setup labextension widget wheel test test-matrix test-ops-full test-torch-suites hf-referee torch-xla-referee lab docs bench torch-xla-bench-env fuzz clean
 
 $(STAMP): pyproject.toml requirements-dev.txt
 	$(PYTHON) -m venv $(VENV)
@@ -79,6 +79,11 @@ test-ops-full: $(STAMP)
 test-torch-suites: $(STAMP)
 	@test -n "$(TORCH_TESTS)" || { echo "usage: make test-torch-suites TORCH_TESTS=<dir of pytorch test files>"; exit 2; }
 	$(PY) tools/torch_suites.py --tests $(TORCH_TESTS) $(TORCH_TEST_FILES)
+
+# HuggingFace architectures nobody here wrote, two training steps on xla against torch CPU
+# (tools/hf_referee.py; docs/torch_suites.md has the last results)
+hf-referee: $(STAMP)
+	$(PY) tools/hf_referee.py $(HF_MODELS)
 
 # torch_xla's own test files against xlanb.compat, as the referee: XLA is a pytorch/xla checkout
 # (not part of this project); one pass count per file (docs/torch_xla.md has the last counts)

@@ -56,7 +56,24 @@ def test_fast_compiles_with_less_optimization_and_the_same_values(spy):
     assert spy[-1]["optimization_level"] == 9                 # XLA's effort level O0
     if jax.default_backend() == "cpu":
         assert spy[-1]["xla_backend_optimization_level"] == 0
+        assert spy[-1].get("xla_cpu_use_fusion_emitters", False) is False      # where this XLA knows it
     assert compile_events()[-1].compile_effort == "fast"
+
+
+def test_an_option_this_xla_does_not_know_is_left_out(spy, monkeypatch):
+    """jaxlib refuses a whole compile for one unknown option (jax 0.10 and 0.12 know different ones):
+    the option is dropped, remembered, and the compile goes on with the others."""
+    platform = "gpu" if jax.default_backend() in ("cuda", "rocm", "gpu") else jax.default_backend()
+    options = dict(stages._FAST.get(platform, stages._FAST_OTHER), xla_no_such_option_here=True)
+    monkeypatch.setitem(stages._FAST, platform, options)
+    monkeypatch.setattr(stages, "_unsupported", set())
+    a = torch.randn(3, 5)
+    with override(compile_effort="fast"):
+        got = (a.to("xla") * 3 - 1).cpu()
+    torch.testing.assert_close(got, a * 3 - 1)
+    assert "xla_no_such_option_here" in spy[-2] and "xla_no_such_option_here" not in spy[-1]
+    assert stages._unsupported == {"xla_no_such_option_here"}
+    assert "xla_no_such_option_here" not in stages.compile_options("fast")
 
 
 def test_default_passes_no_options(spy):

@@ -8,6 +8,8 @@ report needs out of them into plain events: no event holds a stage object.
 
 from __future__ import annotations
 
+import re
+
 import jax
 from jax._src.array import ArrayImpl as _ARRAY     # the type of a device buffer
 
@@ -21,14 +23,18 @@ _MEMORY_FIELDS = ("argument_size_in_bytes", "output_size_in_bytes", "temp_size_i
 # compile_effort="fast": what XLA is told, per platform. Every platform: XLA's optimization effort
 # level O0 (https://openxla.org/xla/effort_levels; JAX's jax_optimization_level, which takes it as a
 # compile option from jax 0.10 to 0.12: the enum's value 9). CPU: LLVM's optimization level 0 as
-# well (most of a CPU compile is LLVM's). GPU: no autotuning of kernels (XLA times candidate kernels
-# of each matmul and fusion otherwise).
+# well (most of a CPU compile is LLVM's), and XLA's older elemental emitters instead of its MLIR
+# fusion emitters (W7's graph at O0: 1.07-1.18 -> 0.94-0.97 s of XLA's compile, its steady step the
+# same within noise; at the default effort they compile it slower, 3.5-5.0 s against 2.0). GPU: no
+# autotuning of kernels (XLA times candidate kernels of each matmul and fusion otherwise).
 _O0 = 9
 _FAST = {
-    "cpu": {"optimization_level": _O0, "xla_backend_optimization_level": 0},
+    "cpu": {"optimization_level": _O0, "xla_backend_optimization_level": 0, "xla_cpu_use_fusion_emitters": False},
     "gpu": {"optimization_level": _O0, "xla_gpu_autotune_level": 0},
 }
 _FAST_OTHER = {"optimization_level": _O0}
+_UNKNOWN_OPTION = re.compile(r"No such compile option: '([^']+)'")
+_unsupported: set = set()      # options this jaxlib's XLA refused: left out from then on
 
 
 def compile_options(effort: str) -> dict:
@@ -37,7 +43,22 @@ def compile_options(effort: str) -> dict:
     if effort == "default":
         return {}
     platform = runtime_state().jax_device().platform
-    return dict(_FAST.get("gpu" if platform in ("cuda", "rocm", "gpu") else platform, _FAST_OTHER))
+    options = _FAST.get("gpu" if platform in ("cuda", "rocm", "gpu") else platform, _FAST_OTHER)
+    return {k: v for k, v in options.items() if k not in _unsupported}
+
+
+def _compile(jax_lowered, options: dict):
+    """jax's compile with `options`, less any that this jaxlib's XLA does not know (it refuses the
+    whole compile for one): each such option is dropped, remembered and the compile tried again."""
+    while True:
+        try:
+            return jax_lowered.compile(compiler_options=options) if options else jax_lowered.compile()
+        except jax.errors.JaxRuntimeError as error:
+            unknown = _UNKNOWN_OPTION.search(str(error))
+            if unknown is None or unknown.group(1) not in options:
+                raise
+            _unsupported.add(unknown.group(1))
+            options = {k: v for k, v in options.items() if k != unknown.group(1)}
 
 
 class Lowered:
@@ -57,9 +78,8 @@ class Lowered:
 
     def compile(self, effort: str = "default") -> "Compiled":
         """The XLA executable, optimized as hard as `effort` says (`compile_options`)."""
-        options = compile_options(effort)
         with jax.enable_x64(True):
-            executable = self.jax_lowered.compile(compiler_options=options) if options else self.jax_lowered.compile()
+            executable = _compile(self.jax_lowered, compile_options(effort))
         compiled = Compiled(self.name, self.digest, executable)
         if self.mesh is not None:
             compiled.in_shardings = tuple(executable.input_shardings[0])

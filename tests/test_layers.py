@@ -193,6 +193,7 @@ NOT_RUNTIME_STATE = {
     "notebook/widget.py": {"_widget_class": "the widget class, made once"},
     "report/sharding.py": {"_picture_schema": "a constant piece of the JSON schema"},
     "runtime/outside.py": {"_disable": "torch._dynamo.disable, looked up once the backend is registered"},
+    "runtime/stages.py": {"_unsupported": "compile options this process's jaxlib refuses: a fact of the installed XLA"},
 }
 SCHEMA_FILES = {"report/schema.py"}          # the JSON schema: every module-level value is a constant piece of it
 _MUTABLE_CALLS = {"dict", "list", "set", "WeakKeyDictionary", "WeakValueDictionary", "WeakSet", "OrderedDict",

@@ -24,8 +24,9 @@ _MEMORY_FIELDS = ("argument_size_in_bytes", "output_size_in_bytes", "temp_size_i
 # level O0 (https://openxla.org/xla/effort_levels; JAX's jax_optimization_level, which takes it as a
 # compile option from jax 0.10 to 0.12: the enum's value 9). CPU: LLVM's optimization level 0 as
 # well (most of a CPU compile is LLVM's), and XLA's older elemental emitters instead of its MLIR
-# fusion emitters (W7's graph at O0: 1.07-1.18 -> 0.94-0.97 s of XLA's compile, its steady step the
-# same within noise; at the default effort they compile it slower, 3.5-5.0 s against 2.0). GPU: no
+# fusion emitters (W7's graph at O0: 1.07-1.18 -> 0.94-0.97 s of XLA's compile; fast's steady steps
+# are slower than before, W3 and W4 1.45x default's against 1.14x and 1.28x; at the default effort the
+# older emitters compile W7 slower, 3.5-5.0 s against 2.0; jax 0.12 has no such option). GPU: no
 # autotuning of kernels (XLA times candidate kernels of each matmul and fusion otherwise).
 _O0 = 9
 _FAST = {

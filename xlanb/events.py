@@ -410,6 +410,7 @@ class Compared(Event):
     skipped: int = 0
     precision: str = "highest"      # torch.get_float32_matmul_precision() in force
     hint: str = ""
+    widened: str = ""               # where the platform widens torch's defaults, in words ("" for none)
 
 
 class EventLog:

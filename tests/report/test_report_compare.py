@@ -166,3 +166,14 @@ def test_a_cell_without_compare_has_no_compare_section():
 @pytest.mark.parametrize("first", [None, 3])
 def test_a_cell_that_only_compared_has_a_report(first):
     assert not report(compared(5, first)).empty
+
+
+def test_a_region_whose_differences_grew_without_an_introduced_op_says_so():
+    rows = tuple(ev.CompareRow(index=i, op="aten.mul.Tensor", location=f"2784.py:{i + 1}", module="", phase="forward",
+                               status="ok" if i == 0 else "inherited", max_abs=0.0 if i == 0 else 4e-3,
+                               max_rel=0.0 if i == 0 else 4e-3, shape=(16,), dtype="float32") for i in range(3))
+    (c,) = report(ev.Compared(rows=rows, first=None, rtol=None, atol=None)).compare.regions
+    assert (c.ok, c.differ, c.first) == (False, 2, None)
+    assert render_text(report(ev.Compared(rows=rows, first=None, rtol=None, atol=None))).splitlines()[-1].strip() == (
+        "compare: 2 ops of 3 differ (rtol/atol: torch defaults), but none computes other values than the CPU's from "
+        "the inputs it got: differences under the tolerance grew past it (a product scales an absolute error)")

@@ -12,7 +12,11 @@ CPU. Ops the autograd engine and optimizers run come through the same door, so b
 Each op's outputs (its fresh results and the tensors it wrote) are kept twice: the xla value, as a
 tensor holding the output's node (pending nodes become outputs of the graph that computes them,
 and are never donated), and a CPU copy of the twin's. They are compared when the region ends. An
-op's inputs "agreed" when the ops that last wrote them were within tolerance.
+op whose outputs differ runs once more on the CPU, on the xla values of its inputs (kept as the
+op read them, `_Input`): when that gives the xla outputs, the op computes as the CPU does and its
+difference came in with its inputs ("inherited", also when they differed by less than the
+tolerance, which a product can scale past it); when it does not, the op itself computes
+differently ("introduced"). On a TPU, float32's default tolerance is wider (`_WIDENED`).
 
 Not compared: random ops and ops whose outputs are uninitialized (`empty_like`): their twins take
 the xla values, so later ops stay comparable; ops the CPU cannot run (their twins too).
@@ -50,6 +54,13 @@ _TOLERANCES = {
     torch.float64: (1e-7, 1e-7), torch.complex32: (1e-3, 1e-5), torch.complex64: (1.3e-6, 1e-5),
     torch.complex128: (1e-7, 1e-7),
 }
+# XLA:TPU computes exp, log, tanh, erf and the like with approximations good to about 1e-5 relative,
+# where the CPU's are within an ulp or two, and emulates float64 with 32-bit operations: there torch's
+# defaults would name every such op as a divergence in a correct model (docs/debugging.md, measured on
+# a TPU v5e). The widening still tells a float32 product under "medium" precision (about 3e-3 relative)
+# from one under "highest".
+_WIDENED = {"tpu": {torch.float32: (1e-4, 1e-5), torch.float64: (1e-4, 1e-5), torch.complex64: (1e-4, 1e-5),
+                    torch.complex128: (1e-4, 1e-5)}}
 # ops whose float32 products follow torch.set_float32_matmul_precision (the hint names it)
 _PRODUCTS = ("aten.mm.", "aten.bmm.", "aten.addmm.", "aten.baddbmm.", "aten.addbmm.", "aten.matmul.",
              "aten.linear.", "aten.dot.", "aten.mv.", "aten.einsum.", "aten.convolution.",
@@ -74,8 +85,17 @@ class _Output:
         self.cpu = cpu.detach().clone()
 
 
+class _Input:
+    """A tensor argument as the xla op got it: the node holding its base value then, and the view
+    chain from there (the op's own re-run on the CPU reads it: `Comparison._local`)."""
+    __slots__ = ("node", "chain")
+
+    def __init__(self, t: LazyTensor):
+        self.node, self.chain = base_node(t), view_chain(t)
+
+
 class _Op:
-    __slots__ = ("op", "location", "module", "phase", "inputs", "outputs")
+    __slots__ = ("op", "location", "module", "phase", "inputs", "outputs", "func", "xla_args", "xla_kwargs")
 
 
 class Comparison:
@@ -94,6 +114,8 @@ class Comparison:
         self.first_divergence: events.CompareRow | None = None
         self.not_compared: dict[str, int] = {}     # "op: why" -> how many times
         self.precision = "highest"
+        self._tolerances = _TOLERANCES      # per dtype, where rtol or atol is None (the platform's, at __enter__)
+        self._widened = ""
         self._ops: list[_Op] = []
         self._twins: dict[int, tuple] = {}        # id(holder) -> (weakref to it, CPU tensor)
         self._writer: dict[int, int] = {}         # id(holder) -> index of the op that last wrote it
@@ -154,6 +176,11 @@ class Comparison:
             raise CompareError("xlanb.compare() inside torch.compile: the compiled graph runs as one program, "
                                "not op by op. Compare the uncompiled function (its ops are the same)")
         self.precision = float32_matmul_precision()
+        platform = _rt.jax_device().platform
+        if platform in _WIDENED and (self.rtol is None or self.atol is None):
+            self._tolerances = {**_TOLERANCES, **_WIDENED[platform]}
+            rtol, atol = _WIDENED[platform][torch.float32]
+            self._widened = f"float32 and float64 rtol {rtol:g}, atol {atol:g} on {platform.upper()}"
         self._modules = recording_modules()
         self._modules.__enter__()
         self._saved = LazyTensor.__torch_dispatch__
@@ -271,6 +298,8 @@ class Comparison:
             if w is not None:
                 inputs.append(w)
         op.inputs = tuple(inputs)
+        op.func = func
+        op.xla_args, op.xla_kwargs = _snapshot(args), _snapshot(kwargs or {})
         return op, written, cpu_args, cpu_kwargs
 
     def after(self, func, args, kwargs, out, plan) -> None:
@@ -314,6 +343,8 @@ class Comparison:
             self._writer[id(o)] = index
         for out_ in outputs:
             _rt.kept.add(base_node(out_.xla))
+        for x in _inputs((op.xla_args, op.xla_kwargs)):
+            _rt.kept.add(x.node)
         op.outputs = outputs
         self._ops.append(op)
 
@@ -326,19 +357,26 @@ class Comparison:
     # --- the end -----------------------------------------------------------------------
     def _finish(self) -> None:
         """Computes what is still pending of the compared values (one graph), compares, emits."""
-        pending = [o.xla for op in self._ops for o in op.outputs if base_node(o.xla).buffer is None]
-        if pending:
-            roots = list(dict.fromkeys(base_node(t) for t in pending))
+        pending = [base_node(o.xla) for op in self._ops for o in op.outputs]
+        pending += [x.node for op in self._ops for x in _inputs((op.xla_args, op.xla_kwargs))]
+        roots = [n for n in dict.fromkeys(pending) if n.buffer is None]
+        if roots:
             realize.execute(roots, name="xlanb_compare", eager=False, cause="xlanb.compare: the region's values",
                             donate=False)
         differs: list[bool] = []
         for i, op in enumerate(self._ops):
+            xla = [_host_value(base_node(o.xla), o.chain) for o in op.outputs]
             worst_abs, worst_rel, close = 0.0, 0.0, True
-            for o in op.outputs:
-                a, r, c = _errors(_host_value(o), o.cpu, self.rtol, self.atol)
+            for x, o in zip(xla, op.outputs):
+                a, r, c = _errors(x, o.cpu, self.rtol, self.atol, self._tolerances)
                 worst_abs, worst_rel, close = max(worst_abs, a), max(worst_rel, r), close and c
-            inherited = any(differs[j] for j in op.inputs)
-            status = "ok" if close else ("inherited" if inherited else "introduced")
+            if close:
+                status = "ok"
+            else:
+                faithful = self._local(op, xla)
+                if faithful is None:        # the CPU could not re-run it: judged by its inputs alone
+                    faithful = any(differs[j] for j in op.inputs)
+                status = "inherited" if faithful else "introduced"
             differs.append(not close)
             first = op.outputs[0].cpu
             row = events.CompareRow(index=i, op=op.op, location=op.location, module=op.module, phase=op.phase,
@@ -350,7 +388,48 @@ class Comparison:
         first = self.first_divergence
         emit(events.Compared(rows=tuple(self.rows), first=None if first is None else first.index,
                              rtol=self.rtol, atol=self.atol, skipped=self.skipped, precision=self.precision,
-                             hint=_hint(first, self.precision)))
+                             hint=_hint(first, self.precision), widened=self._widened))
+
+    def _local(self, op: _Op, xla: list) -> bool | None:
+        """Whether the op's CPU kernel, given the very values the xla op read, gives the xla op's
+        outputs (within tolerance). True: the op computes as the CPU does, and its outputs differ
+        because its inputs did, if only below the tolerance (a product scales an absolute error);
+        False: the op itself computes other values, so a difference starts here. None: the CPU could
+        not run it."""
+        hosts: dict = {}            # one host copy per base node: arguments that alias still alias
+
+        def value(x):
+            t = type(x)
+            if t is _Input:
+                base = hosts.get(x.node)
+                if base is None:
+                    base = hosts[x.node] = _host_value(x.node, ()).clone()
+                for step in x.chain:
+                    base = step.on_host(base)
+                return base
+            if t is tuple or t is list:
+                return t(value(y) for y in x)
+            if t is dict:
+                return {k: value(v) for k, v in x.items()}
+            if t is torch.device and x.type == _rt.device.type:
+                return torch.device("cpu")
+            if isinstance(x, torch.Tensor):
+                return x.clone()            # a CPU argument: the re-run must not write the user's tensor
+            return x
+
+        func = op.func
+        written = _written(func)
+        try:
+            args, kwargs = value(op.xla_args), value(op.xla_kwargs)
+            out = run_on_cpu(func, args, kwargs)
+        except Exception:
+            return None
+        local = [x for i, a in enumerate(args) if i in written for x in _cpu_tensors(a)]
+        local += [x for k, v in kwargs.items() if k in written for x in _cpu_tensors(v)]
+        local += list(_cpu_tensors(_fresh_returns(func, out)))
+        if len(local) != len(xla):
+            return None
+        return all(_errors(x, c, self.rtol, self.atol, self._tolerances)[2] for x, c in zip(xla, local))
 
 
 def compare(rtol: float | None = None, atol: float | None = None) -> Comparison:
@@ -427,22 +506,48 @@ def _base_of(t: LazyTensor) -> LazyTensor:
     return new_tensor(node, node.meta)
 
 
-def _host_value(o: _Output) -> torch.Tensor:
-    node = base_node(o.xla)
+def _snapshot(x):
+    """`x` (an op's args or kwargs) with each xla tensor replaced by an `_Input` of it."""
+    t = type(x)
+    if t is LazyTensor:
+        return _Input(x)
+    if t is tuple or t is list:
+        return t(_snapshot(y) for y in x)
+    if t is dict:
+        return {k: _snapshot(v) for k, v in x.items()}
+    return x
+
+
+def _inputs(x):
+    t = type(x)
+    if t is _Input:
+        yield x
+    elif t is tuple or t is list:
+        for y in x:
+            yield from _inputs(y)
+    elif t is dict:
+        for y in x.values():
+            yield from _inputs(y)
+
+
+def _host_value(node, chain) -> torch.Tensor:
+    """A computed node's value on the host, through a view chain."""
     host = realize.with_layout(download(node.buffer, node.meta.shape), node.meta)
-    for step in o.chain:
+    for step in chain:
         host = step.on_host(host)
     return host
 
 
-def _errors(actual: torch.Tensor, expected: torch.Tensor, rtol, atol) -> tuple[float, float, bool]:
-    """(max abs error, max rel error, within tolerance): assert_close's rule, NaN equal to NaN."""
+def _errors(actual: torch.Tensor, expected: torch.Tensor, rtol, atol,
+            defaults=_TOLERANCES) -> tuple[float, float, bool]:
+    """(max abs error, max rel error, within tolerance): assert_close's rule, NaN equal to NaN; `defaults`
+    (rtol, atol) per dtype where `rtol` or `atol` is None."""
     if actual.shape != expected.shape:
         return math.inf, math.inf, False
     if actual.numel() == 0:
         return 0.0, 0.0, True
     dtype = expected.dtype
-    default = _TOLERANCES.get(dtype, (0.0, 0.0))
+    default = defaults.get(dtype, (0.0, 0.0))
     rt = default[0] if rtol is None else rtol
     at = default[1] if atol is None else atol
     wide = torch.complex128 if dtype.is_complex else torch.float64

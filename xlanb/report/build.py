@@ -278,7 +278,7 @@ def _compare_region(e: ev.Compared, cells: Cells) -> CompareRegion:
         window = tuple(named(r) for r in e.rows[max(0, e.first - COMPARE_BEFORE):e.first + COMPARE_AFTER + 1])
     return CompareRegion(ops=len(e.rows), skipped=e.skipped, rtol=e.rtol, atol=e.atol, precision=e.precision,
                          hint=e.hint, differ=sum(r.status != "ok" for r in e.rows), first=first, rows=window,
-                         hidden=len(e.rows) - len(window))
+                         hidden=len(e.rows) - len(window), widened=e.widened)
 
 
 def _transfers(evs, direction: str) -> Transfers:

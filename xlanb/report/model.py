@@ -395,14 +395,15 @@ class ReplaySection:
         return {"functions": [f.to_json() for f in self.functions], "lines": self.lines()}
 
 
-def tolerance_text(rtol: float | None, atol: float | None) -> str:
-    """`rtol/atol: torch defaults`, `rtol 0.001, atol torch default`, `rtol 0.01, atol 1e-05`."""
+def tolerance_text(rtol: float | None, atol: float | None, widened: str = "") -> str:
+    """`rtol/atol: torch defaults`, `rtol 0.001, atol torch default`, `rtol 0.01, atol 1e-05`; with the
+    platform's widening of the defaults: `rtol/atol: torch defaults, float32 rtol 0.0001 on a TPU`."""
     if rtol is None and atol is None:
-        return "rtol/atol: torch defaults"
+        return "rtol/atol: torch defaults" + (f", {widened}" if widened else "")
 
     def one(v: float | None) -> str:
         return "torch default" if v is None else f"{v:g}"
-    return f"rtol {one(rtol)}, atol {one(atol)}"
+    return f"rtol {one(rtol)}, atol {one(atol)}" + (f" ({widened})" if widened else "")
 
 
 def _finite(x: float) -> float | str:
@@ -444,6 +445,7 @@ class CompareRegion:
     first: Any = None            # the first divergence (an events.CompareRow), or None
     rows: tuple = ()
     hidden: int = 0              # rows not in `rows`
+    widened: str = ""            # the platform's widening of torch's default tolerances, in words
 
     @property
     def ok(self) -> bool:
@@ -451,11 +453,13 @@ class CompareRegion:
 
     def headline(self) -> str:
         """`compare: first divergence at aten.gelu.default, cell line 3 (module 'mlp.act'), forward: ...`."""
-        f, tolerance = self.first, tolerance_text(self.rtol, self.atol)
+        f, tolerance = self.first, tolerance_text(self.rtol, self.atol, self.widened)
         if f is None:
             skipped = f", {plural(self.skipped, 'op')} not compared" if self.skipped else ""
             if self.differ:
-                return f"compare: {plural(self.differ, 'op')} of {self.ops} differ ({tolerance}){skipped}"
+                return (f"compare: {plural(self.differ, 'op')} of {self.ops} differ ({tolerance}){skipped}, but none "
+                        "computes other values than the CPU's from the inputs it got: differences under the "
+                        "tolerance grew past it (a product scales an absolute error)")
             return f"compare: {plural(self.ops, 'op')} within tolerance ({tolerance}){skipped}"
         at = f", {f.location}" if f.location else ""
         module = f" (module '{f.module}')" if f.module else ""
@@ -466,7 +470,7 @@ class CompareRegion:
         """`214 ops compared (rtol/atol: torch defaults), 41 differ, 3 not compared; ops 9 to 20 shown`."""
         skipped = f", {self.skipped} not compared" if self.skipped else ""
         shown = f"; ops {self.rows[0].index} to {self.rows[-1].index} shown" if self.rows and self.hidden else ""
-        return (f"{plural(self.ops, 'op')} compared ({tolerance_text(self.rtol, self.atol)}), {self.differ} differ"
+        return (f"{plural(self.ops, 'op')} compared ({tolerance_text(self.rtol, self.atol, self.widened)}), {self.differ} differ"
                 f"{skipped}{shown}")
 
     def lines(self) -> list[str]:

@@ -192,6 +192,25 @@ def test_a_cpu_fallback_inside_a_pending_graph_keeps_64_bit_values():
     assert {"prims::sign", "prims::bessel_i1e"} <= set(xlanb.metrics.executed_fallback_ops())
 
 
+def test_float64_crosses_a_host_call_as_two_float32s_where_the_platform_pairs_them(monkeypatch):
+    """XLA:TPU emulates float64 as two float32s, and its bitcast gives their bits, not IEEE's (on a TPU
+    v5e, prims.bessel_i1e of -0.99 gave i1e(-0.0078)): there float64 crosses a fallback as hi + lo.
+    Tried on this platform by pairing it: values a float32 pair holds cross exactly, both ways."""
+    from xlanb.lower import fallback
+    monkeypatch.setattr(fallback, "_PAIRED", {xlanb.runtime_state().jax_device().platform})
+    xlanb.metrics.clear_all()
+    grid = torch.arange(-150_000, 150_001, dtype=torch.float64) / 2 ** 17
+    x = grid.to(XLA) * (1 + 2 ** -40)                 # pending; hi = grid, lo = grid * 2**-40
+    out = torch.ops.prims.bessel_i1e(x)
+    expected = torch.ops.prims.bessel_i1e(grid * (1 + 2 ** -40))
+    assert out.dtype == torch.float64
+    # the result comes back as a float32 pair too: within 2**-48 of CPU's, where CPU's has 53 bits
+    torch.testing.assert_close(out.cpu(), expected, rtol=2 ** -47, atol=0)
+    y = torch.ops.prims.sign(x) * 3                 # a result a pair holds exactly
+    assert torch.equal(y.cpu(), torch.sign(grid) * 3)
+    assert {"prims::bessel_i1e", "prims::sign"} <= set(xlanb.metrics.executed_fallback_ops())
+
+
 def test_a_cpu_fallback_inside_a_pending_graph_keeps_complex128_values():
     """complex128 crosses the host call as the 32-bit words of its real and imaginary parts (lax's
     bitcast refuses complex: prims.sin of complex128 raised a TypeError)."""

@@ -123,6 +123,65 @@ def _widen_host(words, dtype):
     return np.ascontiguousarray(words).reshape(-1).view(dtype).reshape(words.shape[:-1])
 
 
+# XLA:TPU emulates float64 as two float32s (the value is hi + lo), and its bitcast of a float64 gives
+# those two floats' bits, not IEEE's (on a TPU v5e, -0.99 reached the host as -0.0078): there a
+# float64 crosses as its two float32 parts, added up on the host; a result goes back the same way.
+_PAIRED = {"tpu"}
+_F64 = np.dtype(np.float64)
+
+
+def _split_host(a):
+    """float64 -> float32 (hi, lo) in a last axis of 2, hi + lo == a where a float32 pair can hold it."""
+    hi = a.astype(np.float32)
+    return np.stack([hi, (a - hi.astype(np.float64)).astype(np.float32)], axis=-1)
+
+
+def _join_host(parts):
+    parts = np.asarray(parts)
+    return parts[..., 0].astype(np.float64) + parts[..., 1].astype(np.float64)
+
+
+def _split_device(x):
+    hi = x.astype(jnp.float32)
+    return jnp.stack([hi, (x - hi.astype(jnp.float64)).astype(jnp.float32)], axis=-1)
+
+
+def _join_device(parts):
+    return parts[..., 0].astype(jnp.float64) + parts[..., 1].astype(jnp.float64)
+
+
+def _crossing(dtype: np.dtype, paired: bool) -> str:
+    """How a value of `dtype` crosses the host call: "pair" (float64 on a platform that emulates it),
+    "words" (other 64-bit types), or "" (as it is)."""
+    if paired and dtype == _F64:
+        return "pair"
+    return "words" if dtype in _WIDE else ""
+
+
+def _on_device(x, how: str):
+    return _split_device(x) if how == "pair" else to_words(x, 4) if how == "words" else x
+
+
+def _from_device(x, how: str, dtype):
+    return _join_device(x) if how == "pair" else from_words(x, dtype) if how == "words" else x
+
+
+def _on_host(a, how: str, dtype):
+    return _join_host(a) if how == "pair" else _widen_host(a, dtype) if how == "words" else a
+
+
+def _from_host(r, how: str):
+    return _split_host(r) if how == "pair" else _words_host(r) if how == "words" else r
+
+
+def _crossing_spec(s, how: str):
+    if how == "pair":
+        return jax.ShapeDtypeStruct(tuple(s.shape) + (2,), jnp.float32)
+    if how == "words":
+        return jax.ShapeDtypeStruct(tuple(s.shape) + (s.dtype.itemsize // 4,), jnp.uint32)
+    return s
+
+
 def lower_fallback(op, name: str, args, kwargs, meta, why: str = "no lowering"):
     """Lowers an op with no rule (or one XLA cannot compile on this platform: `why`) to a
     jax.pure_callback that runs it in torch on the host; each execution emits a Fallback event
@@ -138,12 +197,13 @@ def lower_fallback(op, name: str, args, kwargs, meta, why: str = "no lowering"):
     specs = tuple(jax.ShapeDtypeStruct(m.shape, to_jax_dtype(m.dtype)) for m in metas if m is not None)
     counter = events.counter_name(name)
 
+    paired = runtime_state().jax_device().platform in _PAIRED
     leaf_dtypes = [np.dtype(leaf.dtype) for leaf in leaves]
-    leaf_wide = [dtype in _WIDE for dtype in leaf_dtypes]
-    out_wide = [np.dtype(s.dtype) in _WIDE for s in specs]
+    leaf_how = [_crossing(dtype, paired) for dtype in leaf_dtypes]
+    out_how = [_crossing(np.dtype(s.dtype), paired) for s in specs]
 
     def host(*arrays):
-        arrays = [_widen_host(a, dtype) if wide else a for a, dtype, wide in zip(arrays, leaf_dtypes, leaf_wide)]
+        arrays = [_on_host(a, how, dtype) for a, dtype, how in zip(arrays, leaf_dtypes, leaf_how)]
         values = [np.asarray(a).item() if is_scalar else numpy_to_torch(np.asarray(a))
                   for a, is_scalar in zip(arrays, scalar_leaf)]
         a, kw = join(skeleton, values)
@@ -156,12 +216,10 @@ def lower_fallback(op, name: str, args, kwargs, meta, why: str = "no lowering"):
         outs = [o for o, m in zip(outs, metas) if m is not None]
         emit(events.Fallback(op=counter, reason=why))
         results = (np.ascontiguousarray(torch_to_numpy(o)).reshape(s.shape) for o, s in zip(outs, specs))
-        return tuple(_words_host(r) if wide else r for r, wide in zip(results, out_wide))
+        return tuple(_from_host(r, how) for r, how in zip(results, out_how))
 
-    word_specs = tuple(jax.ShapeDtypeStruct(tuple(s.shape) + (s.dtype.itemsize // 4,), jnp.uint32) if wide else s
-                       for s, wide in zip(specs, out_wide))
-    words = jax.pure_callback(host, word_specs,
-                              *[to_words(leaf, 4) if wide else leaf for leaf, wide in zip(leaves, leaf_wide)])
-    results = iter(from_words(w, s.dtype) if wide else w for w, s, wide in zip(words, specs, out_wide))
+    crossed = jax.pure_callback(host, tuple(_crossing_spec(s, how) for s, how in zip(specs, out_how)),
+                                *[_on_device(leaf, how) for leaf, how in zip(leaves, leaf_how)])
+    results = iter(_from_device(w, how, s.dtype) for w, s, how in zip(crossed, specs, out_how))
     values = tuple(next(results) if m is not None else None for m in metas)
     return values if multi else values[0]

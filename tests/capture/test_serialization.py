@@ -330,3 +330,23 @@ def test_dlpack_refusals_are_torchs_where_torch_refuses():
         torch.ones(2, device="xla").__dlpack__(copy=False)
     if xlanb.runtime_state().jax_device().platform == "cpu":          # host memory, as a CPU tensor's
         assert torch.ones(2, device="xla").__dlpack_device__() == torch.ones(2).__dlpack_device__()
+
+
+def test_dlpack_off_the_cpu_exports_a_host_copy(monkeypatch):
+    # JAX cannot export a TPU's buffers ("Device TPU_0 ... cannot be used as a DLPack device", seen on
+    # a TPU v5e): there the snapshot is a host copy. Tried here by taking this platform off the list
+    import numpy as np
+    from xlanb.capture import tensor
+    monkeypatch.setattr(tensor, "_DLPACK_FROM_DEVICE", set())
+    cases, base = _dlpack_cases()
+    x = base.to("xla")
+    for name, make in cases.items():
+        expected = make(base).resolve_conj()
+        t = make(x)
+        assert t.__dlpack_device__() == (1, 0), name                # kDLCPU
+        assert np.array_equal(np.from_dlpack(t), expected.numpy()), name
+        got = torch.from_dlpack(t)
+        assert got.device.type == "cpu" and torch.equal(got, expected), name
+    copy = torch.from_dlpack(x * 1)
+    copy.add_(100)
+    assert torch.equal(x.cpu(), base) and torch.equal(copy, base + 100)

@@ -13,6 +13,7 @@ import sys
 import weakref
 
 import jax
+import numpy as np
 import torch
 from jax.sharding import NamedSharding
 
@@ -26,6 +27,13 @@ _weakref = weakref.ref
 _modules = sys.modules
 _STRIDED = torch.strided
 _rt = runtime_state()
+# platforms whose buffers an xla tensor's DLPack export hands out from the device (a copy there): host
+# memory, which np.from_dlpack and torch.from_dlpack take; elsewhere the export is a host copy
+_DLPACK_FROM_DEVICE = frozenset({"cpu"})
+
+
+def _exported_from_device(buffer) -> bool:
+    return next(iter(buffer.devices())).platform in _DLPACK_FROM_DEVICE
 
 
 class Storage:
@@ -201,19 +209,23 @@ class LazyTensor(torch.Tensor):
         A snapshot, not the buffer itself: xla buffers are immutable and shared (a graph's cached
         values, other tensors), and torch.from_dlpack makes a writable CPU tensor over what it gets,
         so an alias would let a write there change the xla tensor behind xlanb's back. copy=False
-        (share or fail) is refused; torch's own method would ask torch_xla."""
+        (share or fail) is refused; torch's own method would ask torch_xla. Off the CPU (JAX cannot
+        export a TPU's buffers) the snapshot is a host copy, a CPU capsule."""
         if self.requires_grad:
             torch.empty(0, requires_grad=True).__dlpack__()      # torch's error for such a tensor
         if kwargs.pop("copy", None) is False:
             raise BufferError("an xla tensor's buffer cannot be shared through DLPack (it is immutable and "
                               "may be shared by other tensors): export with copy=None or copy=True")
         buffer = _jax_value(self)
-        return jax.device_put(buffer, buffer.sharding, may_alias=False).__dlpack__(**kwargs)
+        if _exported_from_device(buffer):
+            return jax.device_put(buffer, buffer.sharding, may_alias=False).__dlpack__(**kwargs)
+        return np.array(buffer).__dlpack__(**kwargs)
 
     def __dlpack_device__(self):
         """The device of the tensor's buffer (its base's, computed: no copy of a view is made twice, as
-        consumers ask this before `__dlpack__`)."""
-        return computed(self, "DLPack export").buffer.__dlpack_device__()
+        consumers ask this before `__dlpack__`); the host's where the snapshot is a host copy."""
+        buffer = computed(self, "DLPack export").buffer
+        return buffer.__dlpack_device__() if _exported_from_device(buffer) else (1, 0)
 
     def pin_memory(self, device=None):
         """As torch answers for any tensor off the CPU (cuda's too)."""

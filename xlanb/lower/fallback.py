@@ -126,7 +126,7 @@ def _widen_host(words, dtype):
 # XLA:TPU emulates float64 as two float32s (the value is hi + lo), and its bitcast of a float64 gives
 # those two floats' bits, not IEEE's (on a TPU v5e, -0.99 reached the host as -0.0078): there a
 # float64 crosses as its two float32 parts, added up on the host; a result goes back the same way.
-_PAIRED = {"tpu"}
+_PAIRED = frozenset({"tpu"})
 _F64 = np.dtype(np.float64)
 
 

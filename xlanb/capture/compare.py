@@ -480,16 +480,21 @@ def _fresh_returns(func, out) -> tuple:
     return tuple(o for r, o in zip(returns, outs) if r.alias_info is None)
 
 
-def _tensors(x):
+def _leaves(x, kind):
+    """The leaves of type `kind` in nested tuples, lists and dicts, in order."""
     t = type(x)
-    if t is LazyTensor:
+    if t is kind:
         yield x
     elif t is tuple or t is list:
         for y in x:
-            yield from _tensors(y)
+            yield from _leaves(y, kind)
     elif t is dict:
         for y in x.values():
-            yield from _tensors(y)
+            yield from _leaves(y, kind)
+
+
+def _tensors(x):
+    return _leaves(x, LazyTensor)
 
 
 def _cpu_tensors(x):
@@ -519,15 +524,7 @@ def _snapshot(x):
 
 
 def _inputs(x):
-    t = type(x)
-    if t is _Input:
-        yield x
-    elif t is tuple or t is list:
-        for y in x:
-            yield from _inputs(y)
-    elif t is dict:
-        for y in x.values():
-            yield from _inputs(y)
+    return _leaves(x, _Input)
 
 
 def _host_value(node, chain) -> torch.Tensor:

@@ -195,6 +195,18 @@ def test_an_op_that_scales_a_difference_under_the_tolerance_inherits_it(mode):
     torch.testing.assert_close(y.cpu(), (torch.linspace(-1, 1, 16) + 4e-6) * 1000.0)
 
 
+def test_an_in_place_op_is_re_run_on_the_value_it_overwrote(mode):
+    # the CPU re-run of mul_ needs x as it was before the write: kept from the op on (an eager op
+    # could otherwise donate the old buffer to its own output)
+    x = torch.linspace(-1, 1, 16).to("xla")
+    with xlanb.compare(rtol=1.3e-6, atol=1e-5) as cmp:
+        y = nudged(x)
+        y.mul_(1000.0)
+    assert [(r.op, r.status) for r in cmp.rows] == [("xlanb_cmp.nudged.default", "ok"),
+                                                    ("aten.mul_.Tensor", "inherited")], cmp.table()
+    torch.testing.assert_close(y.cpu(), (torch.linspace(-1, 1, 16) + 4e-6) * 1000.0)
+
+
 def test_a_second_wrong_op_after_the_first_is_introduced_too(mode):
     # the first divergence is the first op that computes other values from the inputs it got; a
     # later op that does so as well is introduced too, although its inputs already differed

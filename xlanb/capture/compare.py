@@ -300,6 +300,10 @@ class Comparison:
         op.inputs = tuple(inputs)
         op.func = func
         op.xla_args, op.xla_kwargs = _snapshot(args), _snapshot(kwargs or {})
+        for i in written:           # the values it overwrites: kept from now on (an eager op could donate them)
+            snap = op.xla_kwargs.get(i) if isinstance(i, str) else op.xla_args[i] if i < len(args) else None
+            for x in _inputs(snap):
+                _rt.kept.add(x.node)
         return op, written, cpu_args, cpu_kwargs
 
     def after(self, func, args, kwargs, out, plan) -> None:

@@ -139,3 +139,20 @@ def test_growth_hint_names_the_dimension_that_grows_each_call():
     text = xlanb.debug.explain_recompiles()
     assert "a dimension grows by 1 each call: input 0 dim 1, f32[1,4,4] -> f32[1,5,4]" in text
     assert 'cache_implementation="static"' in text
+
+
+def test_growth_hint_holds_when_another_graph_recompiles_between_the_calls():
+    # two graphs each step, both named "sync" (a mask check, then the model step, as some HF releases
+    # run): the hint compares a graph with the earlier ones of its own structure, not with the last two
+    cache = torch.zeros(1, 2, 4).to("xla")
+    other = torch.ones(3).to("xla")
+    xlanb.sync()
+    for step in range(4):
+        cache = torch.cat([cache, torch.ones(1, 1, 4, device="xla")], 1)
+        (cache * 2).sum().item()
+        y = other
+        for _ in range(step + 1):         # one op more each step: a recompile with other inputs
+            y = y + 1
+        y.sum().item()
+    text = xlanb.debug.explain_recompiles()
+    assert "a dimension grows by 1 each call: input 0 dim 1, f32[1,4,4] -> f32[1,5,4]" in text, text

@@ -32,7 +32,7 @@ def explain(graph: Graph, frames=()) -> Recompile | None:
         nearest = min(earlier, key=lambda k: _distance(k, key))
         where = location_text((frames[0].filename, frames[0].lineno)) if frames else ""
         changes = diff(nearest, key, graph)
-        hint = growth(list(earlier)[-2:], key)
+        hint = growth(list(earlier), key)
         if hint is not None:
             changes.append(hint)
         result = Recompile(graph.name, nearest.digest(), tuple(changes), where)
@@ -42,19 +42,26 @@ def explain(graph: Graph, frames=()) -> Recompile | None:
 
 
 def growth(previous: list[CacheKey], key: CacheKey) -> Change | None:
-    """The "growth" hint: an input whose one dim grew by exactly 1 at each of the last two compiles
-    (a KV cache or a token buffer appended to each call), so every length compiles its own graph."""
-    if len(previous) < 2:
-        return None
-    older, last = (_inputs(k) for k in previous)
+    """The "growth" hint: an input whose one dim grew by exactly 1 at each of the last two compiles of
+    graphs of the key's structure (as many inputs and ops: a KV cache or a token buffer appended to
+    each call), so every length compiles its own graph. Graphs of other structures that compile in
+    between (a mask check each step) are passed over."""
     new = _inputs(key)
-    if not len(older) == len(last) == len(new):
+    ops = _op_names(key)
+    same = [k for k in previous if len(_inputs(k)) == len(new) and _op_names(k) == ops]
+    if len(same) < 2:
         return None
+    older, last = (_inputs(k) for k in same[-2:])
     for i, (a, b, c) in enumerate(zip(older, last, new)):
         d = _grown_dim(a, b)
         if d is not None and _grown_dim(b, c) == d:
             return Change("growth", i, b.text, c.text, str(d))
     return None
+
+
+def _op_names(key: CacheKey) -> list:
+    """The key's ops, by name and operands (their constants and shapes left out)."""
+    return [(e[0][0], e[1]) if type(e) is tuple and e and type(e[0]) is tuple else e for e in _ops(key)]
 
 
 def _grown_dim(a: Meta, b: Meta) -> int | None:

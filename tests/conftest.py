@@ -10,6 +10,12 @@ sys.path.insert(0, os.path.dirname(__file__))     # tests/helpers.py, tests/lowe
 
 import xlanb  # noqa: E402
 
+# One process at a time holds an accelerator chip (a TPU's): the Python processes tests start (a fresh
+# interpreter that imports xlanb) run on the CPU instead, while this one keeps the chip. JAX read its
+# platforms when this process imported it, so the variable reaches the children alone.
+if xlanb.runtime_state().jax_device().platform != "cpu":
+    os.environ["JAX_PLATFORMS"] = "cpu"
+
 
 @pytest.fixture(autouse=True)
 def fresh_runtime():

@@ -19,14 +19,16 @@ def _first_line(message) -> str:
 
 
 def _warnings_per_call(f, device, calls=3, action="always"):
-    """[(texts, lines)] of each call of f(device), under the warnings filter `action`."""
+    """[(texts, lines)] of each call of f(device), under the warnings filter `action`; on a TPU less
+    xlanb's own note that float64 is emulated there (capture/checks.py's check_tpu_x64)."""
     found = []
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter(action)
         for _ in range(calls):
             before = len(caught)
             f(device)
-            found.append([(w.category, _first_line(w.message), w.filename, w.lineno) for w in caught[before:]])
+            found.append([(w.category, _first_line(w.message), w.filename, w.lineno) for w in caught[before:]
+                          if "on a TPU is emulated" not in str(w.message)])
     return found
 
 
@@ -47,8 +49,8 @@ def test_a_kernels_warning_is_given_at_every_call_and_at_the_callers_line(dtype)
 
 
 def test_the_default_filter_shows_it_once_per_line_as_on_cpu():
-    cpu = _warnings_per_call(_random_out_of_range(torch.float64), "cpu", calls=4, action="default")
-    xla = _warnings_per_call(_random_out_of_range(torch.float64), "xla", calls=4, action="default")
+    cpu = _warnings_per_call(_random_out_of_range(torch.float32), "cpu", calls=4, action="default")
+    xla = _warnings_per_call(_random_out_of_range(torch.float32), "xla", calls=4, action="default")
     assert [len(w) for w in xla] == [len(w) for w in cpu] == [1, 0, 0, 0]
 
 
@@ -57,7 +59,7 @@ def test_warnings_as_errors_raise_as_on_cpu():
         with warnings.catch_warnings():
             warnings.simplefilter("error")
             with pytest.raises(UserWarning, match="is out of bounds"):
-                _random_out_of_range(torch.float64)(device)
+                _random_out_of_range(torch.float32)(device)
 
 
 def _run(code: str) -> str:

@@ -11,7 +11,14 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+import xlanb
 from xlanb import _config
+
+# bit for bit with the CPU's kernels: XLA:TPU's float32 division is not correctly rounded (on a TPU
+# v5e remainder(x, 1/3) landed on the other side of its floor), so there the bits measure its arithmetic
+pytestmark = pytest.mark.skipif(xlanb.runtime_state().jax_device().platform == "tpu",
+                                reason="compares bits with the CPU's kernels; XLA:TPU's float32 division is not "
+                                       "correctly rounded (docs/portability.md)")
 
 
 def _zero_d(t, v):

@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+import functools
 import itertools
 import os
+import sys
 import threading
 import time
 from typing import Callable
@@ -21,9 +23,22 @@ _seq = itertools.count(1)          # event ids: increasing for the whole process
 _PACKAGE_DIRS = (os.sep + "site-packages" + os.sep, os.sep + "dist-packages" + os.sep)
 
 
+@functools.lru_cache(maxsize=4096)
 def in_package(filename: str) -> bool:
-    """The file belongs to an installed package (jax, IPython, ...), not to the user's code."""
-    return any(d in filename for d in _PACKAGE_DIRS)
+    """The file belongs to an installed package (jax, IPython, ...), not to the user's code: under a
+    site-packages or dist-packages folder, or in a folder on sys.path that pip installed into (a
+    `*.dist-info` beside it: `pip install --target DIR` on PYTHONPATH, as on a machine without a network)."""
+    if any(d in filename for d in _PACKAGE_DIRS):
+        return True
+    return any(_installed_into(entry) for entry in sys.path if entry and filename.startswith(os.path.join(entry, "")))
+
+
+@functools.lru_cache(maxsize=64)
+def _installed_into(folder: str) -> bool:
+    try:
+        return any(name.endswith(".dist-info") for name in os.listdir(folder))
+    except OSError:
+        return False
 
 
 @dataclasses.dataclass(frozen=True)

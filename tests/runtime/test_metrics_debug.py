@@ -51,3 +51,26 @@ def test_hlo_text_stages():
     assert "stablehlo.exponential" in xlanb.debug.hlo_text(y)
     assert xlanb.debug.hlo_text(y, stage="hlo").startswith("HloModule")
     assert "HloModule" in xlanb.debug.hlo_text(y, stage="optimized")
+
+
+def test_a_package_pip_installed_into_a_folder_on_sys_path_is_not_user_code(tmp_path, monkeypatch):
+    # pip install --target DIR, DIR on PYTHONPATH (a TPU machine without a network): the packages there
+    # are libraries (a dist-info beside them); a folder of the user's own modules on sys.path is not
+    from xlanb.events import in_package
+    target, mine = tmp_path / "site", tmp_path / "project"
+    (target / "lib" / "sub").mkdir(parents=True)
+    (target / "lib-1.0.dist-info").mkdir()
+    (target / "single.py").write_text("")          # a one-module distribution
+    (mine / "pkg").mkdir(parents=True)
+    for f in (target / "lib" / "sub" / "m.py", mine / "pkg" / "m.py", mine / "top.py"):
+        f.write_text("")
+    monkeypatch.syspath_prepend(str(target))
+    monkeypatch.syspath_prepend(str(mine))
+    monkeypatch.syspath_prepend(str(tmp_path))        # a folder above both, on sys.path too
+    in_package.cache_clear()
+    try:
+        assert in_package(str(target / "lib" / "sub" / "m.py")) and in_package(str(target / "single.py"))
+        assert not in_package(str(mine / "pkg" / "m.py")) and not in_package(str(mine / "top.py"))
+        assert in_package("/usr/lib/python3/dist-packages/x/y.py")
+    finally:
+        in_package.cache_clear()

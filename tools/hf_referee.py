@@ -1,6 +1,6 @@
 """HuggingFace architectures nobody here wrote, trained on xla against torch CPU: a referee.
 
-    python tools/hf_referee.py [--modes eager,lazy] [--timeout S] [NAME ...]    # every architecture by default
+    python tools/hf_referee.py [--modes eager,lazy,compare] [--timeout S] [NAME ...]   # every architecture by default
 
 Each architecture is built from a tiny config (2 layers, width 32, dropout 0, random init from one
 seed) with inputs that exercise its own paths (a padding mask, token types, relative position
@@ -9,6 +9,9 @@ architecture and mode (`eager`: each op runs as it is called, the notebook's def
 sync per step) copies the CPU model to xla and runs two SGD steps (momentum 0.9) on both, then
 compares the losses, the first step's gradients and every parameter and buffer after the steps
 (BatchNorm's running statistics included) with `torch.testing.assert_close(rtol=1e-4, atol=1e-5)`.
+Mode `compare` runs one forward and backward under `xlanb.compare()` (lazy, torch's tolerances) and
+passes when no op is `introduced`: a referee for compare itself, which must find no divergence in a
+model xlanb computes correctly.
 
 SGD, not Adam: a gradient that is zero in exact arithmetic (an attention key's bias: softmax does
 not see a constant added to every score) comes out of both devices as rounding noise of 1e-10 to
@@ -200,8 +203,28 @@ def train(model, inputs: dict, sync) -> tuple[list[float], dict]:
 def run_one(name: str, mode: str) -> dict:
     """One architecture in one mode, against its CPU twin: {'status', 'failed', ...}."""
     import xlanb
+    if mode == "compare":
+        return _compare_region(name)
     with xlanb.eager_mode_context(mode == "eager"):
         return _compare(name, mode)
+
+
+def _compare_region(name: str) -> dict:
+    """A forward and backward under xlanb.compare(): no op may be introduced."""
+    import torch
+    import xlanb
+    cpu, inputs = build(name)
+    dev = twin(cpu)
+    device_inputs = {k: v.to("xla") if isinstance(v, torch.Tensor) else v for k, v in inputs.items()}
+    start = time.perf_counter()
+    with xlanb.compare() as cmp:
+        dev(**device_inputs).loss.backward()
+    statuses = {s: sum(r.status == s for r in cmp.rows) for s in ("ok", "inherited", "introduced")}
+    first = cmp.first_divergence
+    failed = {} if first is None else {
+        "first divergence": f"{first.op} in '{first.module}' ({first.phase}), max abs {first.max_abs:.2g}"}
+    return {"status": "mismatch" if failed else "pass", "failed": failed, "statuses": statuses,
+            "not_compared": cmp.skipped, "seconds": round(time.perf_counter() - start, 2)}
 
 
 def _compare(name: str, mode: str) -> dict:
@@ -236,7 +259,7 @@ def _compare(name: str, mode: str) -> dict:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("names", nargs="*", help=f"architectures (default: all of {', '.join(ARCHITECTURES)})")
-    parser.add_argument("--modes", default="eager,lazy")
+    parser.add_argument("--modes", default="eager,lazy,compare")
     parser.add_argument("--timeout", type=int, default=600, help="seconds per process")
     parser.add_argument("--one", nargs=2, metavar=("NAME", "MODE"), help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -259,7 +282,9 @@ def main() -> int:
                 result = {"status": "timeout", "failed": {"process": f"over {args.timeout} s"}}
             failures += result["status"] != "pass"
             detail = (f"{result['compared']} tensors, largest difference {result['largest_difference']:.1e}, "
-                      f"{result['seconds']} s on both, fallbacks {result['fallbacks']}" if "compared" in result else "")
+                      f"{result['seconds']} s on both, fallbacks {result['fallbacks']}" if "compared" in result
+                      else f"rows {result['statuses']}, {result['not_compared']} not compared, {result['seconds']} s"
+                      if "statuses" in result else "")
             print(f"{name:10s} {mode:5s} {result['status']:8s} {detail}", flush=True)
             for what, why in result["failed"].items():
                 print(f"    {what}: {why}", flush=True)

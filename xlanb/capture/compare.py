@@ -179,7 +179,8 @@ class Comparison:
         if platform in _WIDENED and (self.rtol is None or self.atol is None):
             self._tolerances = {**_TOLERANCES, **_WIDENED[platform]}
             rtol, atol = _WIDENED[platform][torch.float32]
-            self._widened = f"float32 rtol {rtol:g}, atol {atol:g} on {platform.upper()}"
+            dtypes = " and ".join(str(d).removeprefix("torch.") for d in _WIDENED[platform])
+            self._widened = f"{dtypes} rtol {rtol:g}, atol {atol:g} on {platform.upper()}"
         self._modules = recording_modules()
         self._modules.__enter__()
         self._saved = LazyTensor.__torch_dispatch__
@@ -258,18 +259,7 @@ class Comparison:
         return realize.with_layout(download(node.buffer, node.meta.shape), node.meta).clone()
 
     def _to_cpu(self, x, written: bool = False):
-        t = type(x)
-        if t is LazyTensor:
-            return self._twin(x)
-        if t is tuple or t is list:
-            return t(self._to_cpu(y, written) for y in x)
-        if t is dict:
-            return {k: self._to_cpu(v, written) for k, v in x.items()}
-        if t is torch.device and x.type == _rt.device.type:
-            return torch.device("cpu")
-        if written and isinstance(x, torch.Tensor):
-            return x.clone()                # the CPU op must not write the user's CPU tensor
-        return x
+        return _map(x, lambda y: self._twin(y) if type(y) is LazyTensor else _cpu_argument(y, written))
 
     # --- one op ------------------------------------------------------------------------
     def before(self, func, args, kwargs):
@@ -401,29 +391,20 @@ class Comparison:
         not run it."""
         hosts: dict = {}            # one host copy per base node: arguments that alias still alias
 
-        def value(x):
-            t = type(x)
-            if t is _Input:
-                base = hosts.get(x.node)
-                if base is None:
-                    base = hosts[x.node] = _host_value(x.node, ()).clone()
-                for step in x.chain:
-                    base = step.on_host(base)
-                return base
-            if t is tuple or t is list:
-                return t(value(y) for y in x)
-            if t is dict:
-                return {k: value(v) for k, v in x.items()}
-            if t is torch.device and x.type == _rt.device.type:
-                return torch.device("cpu")
-            if isinstance(x, torch.Tensor):
-                return x.clone()            # a CPU argument: the re-run must not write the user's tensor
-            return x
+        def leaf(x):
+            if type(x) is not _Input:
+                return _cpu_argument(x, True)
+            base = hosts.get(x.node)
+            if base is None:
+                base = hosts[x.node] = _host_value(x.node, ()).clone()
+            for step in x.chain:
+                base = step.on_host(base)
+            return base
 
         func = op.func
         written = _written(func)
         try:
-            args, kwargs = value(op.xla_args), value(op.xla_kwargs)
+            args, kwargs = _map(op.xla_args, leaf), _map(op.xla_kwargs, leaf)
             out = run_on_cpu(func, args, kwargs)
         except Exception:
             return None
@@ -514,16 +495,29 @@ def _base_of(t: LazyTensor) -> LazyTensor:
     return new_tensor(node, node.meta)
 
 
+def _map(x, leaf):
+    """`x` (nested tuples, lists and dicts) with `leaf` applied to each other value in it."""
+    t = type(x)
+    if t is tuple or t is list:
+        return t(_map(y, leaf) for y in x)
+    if t is dict:
+        return {k: _map(v, leaf) for k, v in x.items()}
+    return leaf(x)
+
+
+def _cpu_argument(x, written: bool):
+    """A non-xla argument as the CPU op takes it: the xla device is the CPU, and a CPU tensor the op
+    writes is a copy (the op must not write the user's tensor)."""
+    if type(x) is torch.device and x.type == _rt.device.type:
+        return torch.device("cpu")
+    if written and isinstance(x, torch.Tensor):
+        return x.clone()
+    return x
+
+
 def _snapshot(x):
     """`x` (an op's args or kwargs) with each xla tensor replaced by an `_Input` of it."""
-    t = type(x)
-    if t is LazyTensor:
-        return _Input(x)
-    if t is tuple or t is list:
-        return t(_snapshot(y) for y in x)
-    if t is dict:
-        return {k: _snapshot(v) for k, v in x.items()}
-    return x
+    return _map(x, lambda y: _Input(y) if type(y) is LazyTensor else y)
 
 
 def _inputs(x):

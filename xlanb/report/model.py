@@ -397,7 +397,7 @@ class ReplaySection:
 
 def tolerance_text(rtol: float | None, atol: float | None, widened: str = "") -> str:
     """`rtol/atol: torch defaults`, `rtol 0.001, atol torch default`, `rtol 0.01, atol 1e-05`; with the
-    platform's widening of the defaults: `rtol/atol: torch defaults, float32 rtol 0.0001 on a TPU`."""
+    platform's widening of the defaults: `rtol/atol: torch defaults, float32 and complex64 rtol 0.0001, atol 1e-05 on TPU`."""
     if rtol is None and atol is None:
         return "rtol/atol: torch defaults" + (f", {widened}" if widened else "")
 

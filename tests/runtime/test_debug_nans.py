@@ -14,6 +14,10 @@ import torch
 import xlanb
 from xlanb import events
 from xlanb._config import Config, config, from_environ, override
+from xlanb.capture.realize import pending_roots
+from xlanb.capture.tensor import base_node
+from xlanb.runtime import executor
+from xlanb.runtime.nans import checked_roots
 from xlanb.state import runtime_state
 
 from helpers import compiles
@@ -357,6 +361,50 @@ def test_a_root_another_checked_root_is_computed_from_is_not_reduced_again():
     h = torch.tensor([1.0, 2.0, 3.0, 4.0], dtype=torch.float16, device="xla") * 2
     assert _checked_roots_of(h, p[0].add(h.view(torch.float32))) == [0, 1]   # a float16 NaN seen as float32 is a number
     xlanb.sync()
+
+
+def test_a_multi_tensor_update_checks_its_gradients_through_the_parameters():
+    """Optimizers update parameters with `_foreach_*` ops: output i of one carries every NaN of element
+    i of its list arguments, so the gradients are read through the
+    parameters. An output of a foreach op that can drop a NaN (maximum) does not stand for its inputs."""
+    p1, p2, x = xla([1.0, 2.0]), xla([[3.0], [4.0]]), xla([0.5, -1.0])
+    xlanb.sync()
+    g1, g2 = x * 3, (x * 2).view(2, 1)
+    assert _checked_roots_of(g1, g2, *torch._foreach_add([p1, p2], [g1, g2], alpha=-0.1)) == [2, 3]
+    assert _checked_roots_of(g1, *torch._foreach_addcdiv([p1], [g1], [x + 1], [0.5])) == [1]
+    assert _checked_roots_of(g1, g2, *torch._foreach_mul([g1, g2], [2.0, 3.0])) == [2, 3]   # a scalar list
+    assert _checked_roots_of(g1, g2, *torch._foreach_maximum([p1, p2], [g1, g2])) == [0, 1, 2, 3]
+    xlanb.sync()
+
+
+def test_an_optimizer_step_reduces_the_parameters_only():
+    """torch's SGD and AdamW step with foreach ops: a step's graph reduces its parameters (the weight and
+    bias), not the gradients nor AdamW's moments, which feed them."""
+    torch.manual_seed(0)
+    for make in (lambda ps: torch.optim.SGD(ps, lr=0.1, momentum=0.9, foreach=True),
+                 lambda ps: torch.optim.AdamW(ps, lr=0.1, foreach=True)):
+        model = torch.nn.Linear(4, 3).to("xla")
+        opt = make(model.parameters())
+        for _ in range(2):                        # the second step: the moments exist before it
+            xlanb.sync()
+            model(torch.ones(2, 4, device="xla")).sum().backward()
+            opt.step()
+        params = {base_node(model.weight), base_node(model.bias)}
+        graph = executor.new_graph(pending_roots(), "step")
+        assert {graph.roots[i] for i in checked_roots(graph)} == params, (make, len(graph.roots))
+        xlanb.sync()
+
+
+def test_a_nan_in_a_gradient_a_foreach_update_reads_is_named():
+    with override(debug_nans=True):
+        p, x = xla([1.0, 2.0]), xla([4.0, -1.0])
+        xlanb.sync()
+        g = torch.sqrt(x); line = here()     # noqa: E702 - the op's line is the one named
+        torch._foreach_add_([p], [g], alpha=-0.1)
+        with pytest.raises(FloatingPointError) as raised:
+            xlanb.sync(wait=True)
+    assert str(raised.value).startswith(f"NaN produced by aten.sqrt.default at {THIS_FILE}:{line}"), raised.value
+    assert math.isnan(p.cpu()[1])
 
 
 def test_a_nan_in_an_unreduced_root_still_raises_and_names_its_op():

@@ -84,6 +84,11 @@ _CARRIES_NAN = frozenset(f"aten.{op}" for op in (
     "reciprocal", "clone", "_to_copy", "alias", "detach", "view", "_unsafe_view", "reshape", "t",
     "permute", "transpose", "unsqueeze", "squeeze", "expand"))
 _REINTERPRETS = frozenset({"aten.view.dtype"})
+# The multi-tensor (`_foreach_*`) forms of those ops, which optimizers use by default: output i holds
+# every NaN of element i of each list argument, and of a single tensor argument (`.Tensor` overloads).
+_FOREACH_CARRIES_NAN = frozenset(f"aten._foreach_{op}" for op in (
+    "add", "sub", "mul", "div", "addcmul", "addcdiv", "lerp", "sqrt", "rsqrt", "exp", "log", "neg",
+    "reciprocal", "clone"))
 
 
 def _real_float(meta) -> bool:
@@ -92,7 +97,8 @@ def _real_float(meta) -> bool:
 
 def checked_roots(graph: Graph) -> list[int]:
     """The positions of the roots the flag reduces: every non-empty float root, less those that
-    another checked root is computed from through a chain of `_CARRIES_NAN` ops (a NaN in such a
+    another checked root is computed from through a chain of `_CARRIES_NAN` ops or outputs of
+    `_FOREACH_CARRIES_NAN` ops (`_carried`; a NaN in such a
     root is a NaN in that one: a step's gradients feed its parameters' update through add and mul,
     so only the parameters are read). Exact either way: a set flag makes `check` read every output."""
     metas = [r.meta for r in graph.roots]
@@ -102,9 +108,8 @@ def checked_roots(graph: Graph) -> list[int]:
         return wanted
     consumers: dict[Node, list[Node]] = {}
     for n in graph.order:
-        if (n.buffer is None and n.name.rsplit(".", 1)[0] in _CARRIES_NAN and n.name not in _REINTERPRETS
-                and _real_float(n.meta)):
-            for o in n.operands:
+        if n.buffer is None and _real_float(n.meta):
+            for o in _carried(n):
                 if type(o) is Node and _real_float(o.meta):
                     consumers.setdefault(o, []).append(n)
     reaches: dict[Node, bool] = {}      # its NaN reaches a checked root (itself one included)
@@ -112,6 +117,20 @@ def checked_roots(graph: Graph) -> list[int]:
         reaches[n] = any(reaches[c] for c in consumers.get(n, ())) or n in roots
     return [i for i in wanted if graph.roots[i] not in roots
             or not any(reaches[c] for c in consumers.get(graph.roots[i], ()))]
+
+
+def _carried(n: Node):
+    """The operands each of whose NaNs `n`'s output holds: all of a `_CARRIES_NAN` op's; for one output
+    of a `_FOREACH_CARRIES_NAN` op (`xlanb.getitem(whole, i)`), element i of each list argument and any
+    single tensor argument; none for any other op."""
+    if n.name.rsplit(".", 1)[0] in _CARRIES_NAN and n.name not in _REINTERPRETS:
+        return n.operands
+    if n.name == "xlanb.getitem":
+        whole, i = n.args
+        if type(whole) is Node and whole.buffer is None and whole.name.rsplit(".", 1)[0] in _FOREACH_CARRIES_NAN:
+            return [a[i] if isinstance(a, (list, tuple)) else a for a in whole.args
+                    if not isinstance(a, (list, tuple)) or len(a) > i]
+    return ()
 
 
 def with_nan_flag(fn, graph: Graph):

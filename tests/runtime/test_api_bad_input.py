@@ -13,6 +13,18 @@ CASES = [
      "xlanb drives one device; xla:1 does not exist (use 'xla:0')"),
     ("a copy to xla:3", lambda: torch.ones(2).to("xla:3"), RuntimeError,
      "xlanb drives one device; xla:3 does not exist"),
+    # from an xla tensor: every op that takes a device (each computed on xla:0 before)
+    *[(f"{name} to xla:2", call, RuntimeError, "xlanb drives one device; xla:2 does not exist (use 'xla:0')")
+      for name, call in (
+          ("x.to", lambda: torch.ones(2, device="xla").to("xla:2")),
+          ("x.to(device=)", lambda: torch.ones(2, device="xla").to(device=torch.device("xla", 2))),
+          ("as_tensor", lambda: torch.as_tensor(torch.ones(2, device="xla"), device="xla:2")),
+          ("zeros_like", lambda: torch.zeros_like(torch.ones(2, device="xla"), device="xla:2")),
+          ("empty_like", lambda: torch.empty_like(torch.ones(2, device="xla"), device="xla:2")),
+          ("full_like", lambda: torch.full_like(torch.ones(2, device="xla"), 3.0, device="xla:2")),
+          ("randn_like", lambda: torch.randn_like(torch.ones(2, device="xla"), device="xla:2")),
+          ("new_zeros", lambda: torch.ones(2, device="xla").new_zeros(3, device="xla:2")),
+          ("new_empty", lambda: torch.ones(2, device="xla").new_empty(3, device="xla:2")))],
     ("xlanb.sync(wait='yes')", lambda: xlanb.sync(wait="yes"), TypeError,
      "xlanb.sync(wait=...) must be True or False, got str 'yes'"),
     ("xlanb.eager_mode('on')", lambda: xlanb.eager_mode("on"), TypeError,
@@ -68,6 +80,30 @@ def test_what_torch_allows_stays_allowed():
     a = torch.rand(3, device="xla").cpu()
     xlanb.manual_seed(-5)
     assert torch.equal(torch.rand(3, device="xla").cpu(), a)
+    for device in ("xla", "xla:0", torch.device("xla", 0), "cpu"):     # xla:0 spelled any way, or another type
+        assert torch.zeros_like(x, device=device).device == torch.device(device if device != "xla" else "xla:0")
+        assert x.to(device).new_ones(2, device=device).cpu().tolist() == [1.0, 1.0]
     with xlanb.eager_mode_context(True) as previous:
         assert previous is False and xlanb.is_eager_mode()
     assert xlanb.compile(name="step", max_different_graphs=2, full_graph=False) is not None
+
+
+def test_a_result_asked_for_on_another_device_type_is_made_there():
+    """An op that takes a device makes its result where it is asked, as on any other device: from an
+    xla tensor, `zeros_like(x, device="cpu")` is a CPU tensor of x's layout (it was an xla tensor)."""
+    host = torch.arange(6.).reshape(2, 3).t()
+    x = host.to("xla").t().t()             # a transposed layout, pending
+    assert x.stride() == host.stride()
+    for make in (lambda t: torch.zeros_like(t, device="cpu"), lambda t: torch.ones_like(t, device="cpu"),
+                 lambda t: torch.full_like(t, 2.5, device="cpu"), lambda t: torch.empty_like(t, device="cpu").fill_(1),
+                 lambda t: t.new_full((2,), 7.0, device="cpu"), lambda t: t.new_zeros((2, 2), device="cpu"),
+                 lambda t: torch.zeros_like(t, device="meta")):
+        got, want = make(x), make(host)
+        assert (got.device, got.dtype, got.shape, got.stride()) == (want.device, want.dtype, want.shape, want.stride())
+        if got.device.type == "cpu":
+            assert torch.equal(got, want)
+    torch.manual_seed(3)
+    want = torch.randn_like(host, device="cpu")
+    torch.manual_seed(3)
+    assert torch.equal(torch.randn_like(x, device="cpu"), want)        # CPU's generator, as CPU draws it
+    assert torch.equal(x.cpu(), host)                                   # the xla tensor untouched

@@ -11,6 +11,17 @@ from xlanb.capture.torch_versions import backend_key, name_backend, register_dev
 _registered: list[str] = []
 
 
+def refuse_other_index(device) -> None:
+    """xlanb drives one device: `device` (an op's device argument: a torch.device, a string, an index)
+    naming xlanb's device type with an index other than 0 is refused at the call, as torch refuses a
+    device that does not exist, rather than computed on xla:0."""
+    if not _registered or isinstance(device, int):
+        return
+    d = torch.device(device)
+    if d.type == _registered[0] and d.index not in (None, 0):
+        raise RuntimeError(f"xlanb drives one device; {d} does not exist (use '{_registered[0]}:0')")
+
+
 class DeviceModule:
     """`torch.<name>`: what torch asks of a PrivateUse1 device module."""
 

@@ -13,6 +13,7 @@ import torch
 
 from xlanb.capture import bounds, realize
 from xlanb.capture.checks import check_representable, unsupported
+from xlanb.capture.device import refuse_other_index
 from xlanb.capture.frames import user_location
 from xlanb.capture.growth import lift_fill
 from xlanb.capture.nodes import make_node
@@ -35,8 +36,8 @@ _library: list = []
 def _record_factory(op, args: tuple, kwargs: dict):
     """A node with no operands; shape and dtype from the op on the meta device."""
     device = kwargs.get("device")
-    if device is not None and torch.device(device).index not in (None, 0):
-        raise RuntimeError(f"xlanb drives one device; {torch.device(device)} does not exist (use '{_rt.device}')")
+    if device is not None:
+        refuse_other_index(device)
     kwargs = {k: v for k, v in kwargs.items() if k not in ("device", "pin_memory", "layout", "generator")}
     args = tuple(tuple(a) if isinstance(a, list) else a for a in args)
     try:

@@ -38,7 +38,8 @@ def _record_factory(op, args: tuple, kwargs: dict):
     device = kwargs.get("device")
     if device is not None:
         refuse_other_index(device)
-    kwargs = {k: v for k, v in kwargs.items() if k not in ("device", "pin_memory", "layout", "generator")}
+    generator = kwargs.get("generator")       # the op's key comes from it (rng.take_key); None in its place
+    kwargs = {k: None if k == "generator" else v for k, v in kwargs.items() if k not in ("device", "pin_memory", "layout")}
     args = tuple(tuple(a) if isinstance(a, list) else a for a in args)
     try:
         out = op(*args, **kwargs, device="meta")
@@ -55,7 +56,7 @@ def _record_factory(op, args: tuple, kwargs: dict):
         args = lift_fill(args, kwargs)
     rule = lookup(str(op))
     if rule is not None and rule.rng:
-        args = (take_key(),) + args
+        args = (take_key(generator),) + args
     mark = realize.eager_mark() if _rt.eager else 0
     loc = user_location() if _rt.track_locations else None
     t = new_tensor(make_node(op, str(op), args, kwargs or None, meta, loc), meta)

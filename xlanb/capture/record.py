@@ -149,7 +149,8 @@ def to_node_args(plan: OpPlan, args, kwargs, cpu_inputs: bool = False):
     if not kwargs:
         return nargs, None
     keyword = plan.keyword
-    nkwargs = {k: _convert(v, keyword.get(k, OTHER), check) for k, v in kwargs.items() if k != "generator"}
+    # a generator is no constant of the graph: its draw becomes the op's key (rng.take_key)
+    nkwargs = {k: None if k == "generator" else _convert(v, keyword.get(k, OTHER), check) for k, v in kwargs.items()}
     return nargs, (nkwargs or None)
 
 
@@ -476,7 +477,8 @@ def record_node(func, args, kwargs, cpu_inputs: bool = False) -> Node:
     nargs, nkwargs = to_node_args(plan, args, kwargs, cpu_inputs)
     meta = infer_meta(func, plan, nargs, nkwargs)
     if plan.rule is not None and plan.rule.rng:
-        nargs = (rng.take_key(),) + nargs
+        nargs = (rng.take_key(rng.generator_of(args, kwargs)),) + tuple(
+            None if type(a) is torch.Generator else a for a in nargs)
     loc = user_location() if _rt.track_locations else None
     return make_node(func, plan.name, nargs, nkwargs, meta, loc)
 

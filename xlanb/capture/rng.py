@@ -2,7 +2,9 @@
 
 Each random op takes the current key as a graph input and advances the state to
 `xlanb.rng_next(key)`, so consecutive draws differ and never recompile, and
-`manual_seed` (or `torch.manual_seed`) reproduces them.
+`manual_seed` (or `torch.manual_seed`) reproduces them. An op given a `torch.Generator`
+(`torch.randn(3, device="xla", generator=g)`) takes its key from that generator instead: its
+numbers follow the generator's seed and state, and the device RNG does not move.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ import torch
 from xlanb.capture.nodes import make_node
 from xlanb.capture.tensor import LazyTensor, Storage, mark_pending, new_tensor, value
 from xlanb.ir.node import Node, data_node, intern_meta
-from xlanb.runtime.transfer import upload_numpy
+from xlanb.runtime.transfer import upload, upload_numpy
 from xlanb.state import runtime_state
 
 _rt = runtime_state()
@@ -46,8 +48,15 @@ def manual_seed(seed: int) -> None:
     s.version += 1
 
 
-def take_key() -> Node:
-    """The key for one random op; the state moves on to the next key."""
+def take_key(generator=None) -> Node:
+    """The key for one random op; the state moves on to the next key. With the op's `generator`, a key
+    of 64 bits drawn from it (the generator moves on, as one draw of it on its own device would move
+    it; the device RNG does not): the same generator state gives the same numbers. The key is an
+    upload, so a replayed step that draws from a generator is traced again (its key differs)."""
+    if generator is not None:
+        seed = int(torch.randint(-2 ** 63, 2 ** 63 - 1, (), dtype=torch.int64, generator=generator,
+                                 device=generator.device))
+        return data_node(upload(torch.from_numpy(key_data(seed))), KEY_META)
     s = rng_storage()
     key = s.node
     if key.buffer is not None:
@@ -56,6 +65,14 @@ def take_key() -> Node:
     s.version += 1
     mark_pending(s)
     return key
+
+
+def generator_of(args, kwargs):
+    """The torch.Generator a random op was given, by keyword or in its place (`poisson(x, g)`), or None."""
+    g = kwargs.get("generator") if kwargs else None
+    if g is None:
+        g = next((a for a in args if type(a) is torch.Generator), None)
+    return g
 
 
 def get_state() -> torch.Tensor:

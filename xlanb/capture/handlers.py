@@ -546,7 +546,9 @@ def _device_argument(func, handler, position: int):
     reads = _reads_of(func._schema.name.split("::")[-1])
 
     def checked(func, args, kwargs):
-        device = kwargs.get("device") if kwargs else (args[position] if len(args) > position else None)
+        device = kwargs.get("device") if kwargs else None
+        if device is None and len(args) > position:       # given in its place (`_pin_memory(x, device)`)
+            device = args[position]
         if device is not None:
             refuse_other_index(device)
             if reads is not None and torch.device(device).type != _rt.device.type:

@@ -365,8 +365,9 @@ def test_a_root_another_checked_root_is_computed_from_is_not_reduced_again():
 
 def test_a_multi_tensor_update_checks_its_gradients_through_the_parameters():
     """Optimizers update parameters with `_foreach_*` ops: output i of one carries every NaN of element
-    i of its list arguments, so the gradients are read through the
-    parameters. An output of a foreach op that can drop a NaN (maximum) does not stand for its inputs."""
+    i of its list arguments (and every NaN of a one-element tensor argument), so the gradients are read
+    through the parameters. An output of a foreach op that can drop a NaN (maximum) does not stand for
+    its inputs, nor does one output for a per-element argument."""
     p1, p2, x = xla([1.0, 2.0]), xla([[3.0], [4.0]]), xla([0.5, -1.0])
     xlanb.sync()
     g1, g2 = x * 3, (x * 2).view(2, 1)
@@ -374,6 +375,10 @@ def test_a_multi_tensor_update_checks_its_gradients_through_the_parameters():
     assert _checked_roots_of(g1, *torch._foreach_addcdiv([p1], [g1], [x + 1], [0.5])) == [1]
     assert _checked_roots_of(g1, g2, *torch._foreach_mul([g1, g2], [2.0, 3.0])) == [2, 3]   # a scalar list
     assert _checked_roots_of(g1, g2, *torch._foreach_maximum([p1, p2], [g1, g2])) == [0, 1, 2, 3]
+    lr = x.sum()                              # a one-element tensor meets every output element
+    assert _checked_roots_of(lr, *torch._foreach_mul([p1, p1], lr)) == [1, 2]
+    per_element = x * 1                       # addcdiv's scalars: element j reaches output j only
+    assert _checked_roots_of(per_element, *torch._foreach_addcdiv([p1, p1], [g1, g1], [x, x], per_element)) == [0, 1, 2]
     xlanb.sync()
 
 

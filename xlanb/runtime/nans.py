@@ -85,7 +85,8 @@ _CARRIES_NAN = frozenset(f"aten.{op}" for op in (
     "permute", "transpose", "unsqueeze", "squeeze", "expand"))
 _REINTERPRETS = frozenset({"aten.view.dtype"})
 # The multi-tensor (`_foreach_*`) forms of those ops, which optimizers use by default: output i holds
-# every NaN of element i of each list argument, and of a single tensor argument (`.Tensor` overloads).
+# every NaN of element i of each list argument, and of a one-element tensor argument (`.Tensor`
+# overloads: `_foreach_mul_(params, lr_tensor)`), which every output element meets.
 _FOREACH_CARRIES_NAN = frozenset(f"aten._foreach_{op}" for op in (
     "add", "sub", "mul", "div", "addcmul", "addcdiv", "lerp", "sqrt", "rsqrt", "exp", "log", "neg",
     "reciprocal", "clone"))
@@ -121,16 +122,21 @@ def checked_roots(graph: Graph) -> list[int]:
 
 def _carried(n: Node):
     """The operands each of whose NaNs `n`'s output holds: all of a `_CARRIES_NAN` op's; for one output
-    of a `_FOREACH_CARRIES_NAN` op (`xlanb.getitem(whole, i)`), element i of each list argument and any
-    single tensor argument; none for any other op."""
+    of a `_FOREACH_CARRIES_NAN` op (`xlanb.getitem(whole, i)`), element i of each list argument and a
+    one-element tensor argument (a longer one, addcdiv's per-element `scalars`, reaches one output
+    per element: not carried); none for any other op."""
     if n.name.rsplit(".", 1)[0] in _CARRIES_NAN and n.name not in _REINTERPRETS:
         return n.operands
     if n.name == "xlanb.getitem":
         whole, i = n.args
         if type(whole) is Node and whole.buffer is None and whole.name.rsplit(".", 1)[0] in _FOREACH_CARRIES_NAN:
             return [a[i] if isinstance(a, (list, tuple)) else a for a in whole.args
-                    if not isinstance(a, (list, tuple)) or len(a) > i]
+                    if (len(a) > i if isinstance(a, (list, tuple)) else type(a) is Node and _one_element(a.meta))]
     return ()
+
+
+def _one_element(meta) -> bool:
+    return isinstance(meta, Meta) and meta.numel == 1
 
 
 def with_nan_flag(fn, graph: Graph):

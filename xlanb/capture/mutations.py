@@ -13,7 +13,7 @@ from xlanb.capture import realize
 from xlanb.capture.datadep import cpu_cut
 from xlanb.capture.frames import user_location
 from xlanb.capture.record import NoMetaKernel, plan_of
-from xlanb.capture.rng import generator_of, take_key
+from xlanb.capture.rng import keyed
 from xlanb.capture.storages import storage_for
 from xlanb.state import runtime_state
 from xlanb.capture.tensor import (LazyTensor, computed_view, new_view, rebind_holder, storage_of, tensor_meta, value,
@@ -149,8 +149,7 @@ def mutation_handler(func):
         except NoMetaKernel:
             return cpu_cut(func, args, kwargs)
         if fplan.rule is not None and fplan.rule.rng:
-            nargs = (take_key(generator_of(args, kwargs)),) + tuple(
-                None if type(a) is torch.Generator else a for a in nargs)
+            nargs = keyed(nargs, args, kwargs)
         loc = user_location() if _rt.track_locations else None
         node = make_node(functional, fplan.name, nargs, nkwargs, meta, loc)
         outs = rec.output_nodes(node)

@@ -477,8 +477,7 @@ def record_node(func, args, kwargs, cpu_inputs: bool = False) -> Node:
     nargs, nkwargs = to_node_args(plan, args, kwargs, cpu_inputs)
     meta = infer_meta(func, plan, nargs, nkwargs)
     if plan.rule is not None and plan.rule.rng:
-        nargs = (rng.take_key(rng.generator_of(args, kwargs)),) + tuple(
-            None if type(a) is torch.Generator else a for a in nargs)
+        nargs = rng.keyed(nargs, args, kwargs)
     loc = user_location() if _rt.track_locations else None
     return make_node(func, plan.name, nargs, nkwargs, meta, loc)
 

@@ -67,12 +67,14 @@ def take_key(generator=None) -> Node:
     return key
 
 
-def generator_of(args, kwargs):
-    """The torch.Generator a random op was given, by keyword or in its place (`poisson(x, g)`), or None."""
+def keyed(nargs: tuple, args, kwargs) -> tuple:
+    """A random op's node arguments `nargs` with its key first: from the generator it was given (by
+    keyword or in its place, `poisson(x, g)`), else the device RNG's; a generator in its place becomes
+    None (it is no constant of the graph)."""
     g = kwargs.get("generator") if kwargs else None
     if g is None:
         g = next((a for a in args if type(a) is torch.Generator), None)
-    return g
+    return (take_key(g),) + tuple(None if type(a) is torch.Generator else a for a in nargs)
 
 
 def get_state() -> torch.Tensor:

@@ -111,9 +111,9 @@ class Runtime:
         # step's tensors, the replayed step)}; weak, so a model dropped takes its caches with it
         self.decoders = weakref.WeakKeyDictionary()
         self.last_cpu_mesh_launch: list = []   # outputs of the last program over several CPU devices (executor.call)
-        # (op, exception) that torch raised in a CPU fallback op while a program ran (lower/fallback.py);
-        # the launch raises it instead of XLA's callback error
-        self.fallback_error = None
+        # (op, exception) pairs torch raised in CPU fallback ops while programs ran (lower/fallback.py):
+        # the launch, read or wait that meets XLA's callback error raises torch's (runtime/device_errors.py)
+        self.fallback_errors: collections.deque = collections.deque(maxlen=8)
         # metrics (xlanb.metrics): torch_xla's counters and timed metrics
         self.counters: dict[str, int] = {}
         self.metrics: dict[str, list] = {}     # name -> [count, total, samples[(wall_s, value)]]
@@ -144,7 +144,10 @@ class Runtime:
         """Back to a fresh runtime: nothing pending, caches and event log empty, counters at zero,
         lazy mode, graph limits forgotten. Launched work is waited for first. Tensors made before
         keep their computed values; pending ones are no longer synced (a value read still computes them)."""
-        self.wait()
+        try:
+            self.wait()
+        except Exception:      # a launch that failed: its error is raised at its outputs' reads, and
+            pass               # reset drops them (an asynchronous device reports it at the wait too)
         self.log.clear()
         self._fresh()
 

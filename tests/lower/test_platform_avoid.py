@@ -51,3 +51,34 @@ def test_without_avoid_the_rule_is_compiled():
     s = torch.linalg.svdvals(a.to("xla")).cpu()
     torch.testing.assert_close(s, torch.linalg.svdvals(a))
     assert not [e for e in xlanb.hooks.since(mark) if isinstance(e, events.Fallback)]
+
+
+SOLVE = "aten._linalg_solve_ex.default"
+
+
+def test_a_dtype_avoid_holds_for_that_dtype_only():
+    rule = registry.lookup(SOLVE)
+    assert rule.avoided_on("tpu", frozenset({"float64"})) and rule.avoided_on("tpu", frozenset({"float32"})) is None
+    assert rule.avoided_on("cpu", frozenset({"float64"})) is None and rule.avoided_on("tpu") is None
+
+
+@pytest.fixture
+def solve_avoids_float64_here(monkeypatch):
+    rule = registry.lookup(SOLVE)
+    platform = xlanb.runtime_state().jax_device().platform
+    monkeypatch.setitem(registry.LOWERINGS, SOLVE,
+                        dataclasses.replace(rule, avoid=((f"{platform}:float64", "a test says so"),)))
+
+
+def test_a_float64_solve_runs_on_the_cpu_and_a_float32_one_is_compiled(solve_avoids_float64_here):
+    g = torch.Generator().manual_seed(0)
+    for dtype, expected in ((torch.float64, ["aten::_linalg_solve_ex"]), (torch.float32, [])):
+        a = torch.randn(4, 4, generator=g, dtype=dtype) + 4 * torch.eye(4, dtype=dtype)
+        b = torch.randn(4, 2, generator=g, dtype=dtype)
+        mark = xlanb.hooks.mark()
+        x = torch.linalg.solve(a.to("xla"), b.to("xla")).cpu()
+        torch.testing.assert_close(x, torch.linalg.solve(a, b))
+        fallbacks = [e for e in xlanb.hooks.since(mark) if isinstance(e, events.Fallback)]
+        assert [e.op for e in fallbacks] == expected, dtype
+        compiles = [e for e in xlanb.hooks.since(mark) if isinstance(e, events.Compile)]
+        assert (SOLVE in compiles[-1].fallback_ops) == bool(expected)

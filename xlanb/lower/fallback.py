@@ -210,7 +210,7 @@ def lower_fallback(op, name: str, args, kwargs, meta, why: str = "no lowering"):
         try:
             out = run_on_cpu(op, a, kw)
         except Exception as error:     # torch's verdict on these values: the launch raises it (executor.call)
-            runtime_state().fallback_error = (name, error)
+            runtime_state().fallback_errors.append((name, error))     # runtime/device_errors.py
             raise
         outs = out if isinstance(out, (tuple, list)) else (out,)
         outs = [o for o, m in zip(outs, metas) if m is not None]

@@ -21,7 +21,9 @@ Flags (at most what a rule needs):
   rng=True         the rule takes a jax PRNG key as its first argument
   avoid={platform: why}  XLA cannot compile the rule's program on that platform (jax's platform name:
                    "tpu", "gpu", "cpu"); there the op runs on torch CPU (lower/fallback.py), as an op
-                   without a rule does, and the report says why: a compiler that aborts ends the process
+                   without a rule does, and the report says why: a compiler that aborts ends the process.
+                   "platform:dtype" ("tpu:float64") avoids it only where an input or output has that
+                   dtype (XLA:TPU emulates float64, and compiles some ops in it only in float32)
 
 Lifted Python scalars reach a rule as weakly typed 0-d arrays: never branch on them.
 The lowering driver casts every result to the dtype torch's meta kernel predicted.
@@ -43,9 +45,14 @@ class Rule:
     common_first: bool = False
     avoid: tuple = ()            # (platform, why) pairs: see the module docstring
 
-    def avoided_on(self, platform: str) -> str | None:
-        """Why XLA cannot compile this rule on `platform`, or None when it can."""
-        return next((why for where, why in self.avoid if where == platform), None)
+    def avoided_on(self, platform: str, dtypes: frozenset = frozenset()) -> str | None:
+        """Why XLA cannot compile this rule on `platform` for an op whose inputs and outputs have
+        `dtypes` (names: "float64"), or None when it can."""
+        for where, why in self.avoid:
+            place, _, dtype = where.partition(":")
+            if place == platform and (not dtype or dtype in dtypes):
+                return why
+        return None
 
 
 LOWERINGS: dict[str, Rule] = {}
@@ -76,10 +83,18 @@ def has_rule(name: str) -> bool:
     return name in LOWERINGS
 
 
-def rule_on(name: str, platform: str) -> Rule | None:
-    """The rule XLA compiles for `name` on `platform`: None where there is none, or it avoids the platform."""
+def rule_on(name: str, platform: str, dtypes: frozenset = frozenset()) -> Rule | None:
+    """The rule XLA compiles for `name` on `platform` (its inputs and outputs of `dtypes`): None where
+    there is none, or it avoids them."""
     rule = lookup(name)
-    return None if rule is None or rule.avoid and rule.avoided_on(platform) else rule
+    return None if rule is None or rule.avoid and rule.avoided_on(platform, dtypes) else rule
+
+
+def node_dtypes(node) -> frozenset:
+    """The dtype names ("float64") of an IR node's outputs and tensor inputs, as `avoid` reads them."""
+    metas = list(node.meta) if isinstance(node.meta, tuple) else [node.meta]
+    metas.extend(getattr(a, "meta", None) for a in node.operands)
+    return frozenset(str(m.dtype).removeprefix("torch.") for m in metas if getattr(m, "dtype", None) is not None)
 
 
 _loaded = [False]

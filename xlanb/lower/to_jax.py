@@ -23,7 +23,7 @@ from xlanb.ir.sharding import corner
 from xlanb.lower import fallback
 from xlanb.lower.dtypes import to_jax_dtype
 from xlanb.lower.precision import current_precision, lowering_precision
-from xlanb.lower.registry import Rule, lookup
+from xlanb.lower.registry import Rule, lookup, node_dtypes
 from xlanb.lower.rules import sharding as sharding_rules
 from xlanb.lower.torch_versions import CLAMP_WRAPS_NEGATIVE_INTO_UNSIGNED
 from xlanb.lower.tree import join, split
@@ -220,7 +220,7 @@ def build_function(graph: Graph):
         st.pos, st.name, st.op, st.meta = i, n.name, n.op, n.meta
         st.origin = origin(n, i)
         rule = lookup(n.name)
-        avoided = rule.avoided_on(platform) if rule is not None and rule.avoid else None
+        avoided = rule.avoided_on(platform, node_dtypes(n)) if rule is not None and rule.avoid else None
         st.rule = None if avoided else rule         # avoided: the CPU fallback, as with no rule
         st.why = avoided or "no lowering"
         st.args = _template(n.args, index, slots)

@@ -23,9 +23,9 @@ from xlanb.ir.graph import Graph, Settings, build_graph, graph_lines
 from xlanb.ir.node import Meta, Node
 from xlanb.ir.precision import matmul_precision
 from xlanb.lower.dtypes import to_jax_dtype
-from xlanb.lower.registry import rule_on
+from xlanb.lower.registry import node_dtypes, rule_on
 from xlanb.lower.to_jax import build_function
-from xlanb.runtime import nans, partition
+from xlanb.runtime import device_errors, nans, partition
 from xlanb.runtime.cache import persistent_cache
 from xlanb.runtime.explain import explain
 from xlanb.runtime.outside import jax_entry
@@ -144,6 +144,9 @@ def compile_graph(graph: Graph, *, eager: bool, cause: str = "", frames=()) -> C
         raise
     done = time.perf_counter_ns()
     platform = _rt.jax_device().platform
+    fallback_ops = tuple(sorted({n.name for n in graph.order
+                                 if n.buffer is None and rule_on(n.name, platform, node_dtypes(n)) is None}))
+    compiled.host_calls = bool(fallback_ops)
     texts = _texts(lowered, compiled, eager) if _rt.want_texts or _rt.config.debug >= 4 else {}
     emit(events.Compile(
         name=graph.name, key=compiled.digest, eager=eager, nodes=graph.compute_nodes,
@@ -151,7 +154,7 @@ def compile_graph(graph: Graph, *, eager: bool, cause: str = "", frames=()) -> C
         outputs=tuple(_info(n.meta) for n in graph.roots),
         scalars=len(graph.scalars), lower_ns=lowered_at - start, compile_ns=done - lowered_at,
         persistent_hit=persistent_cache.hits() > hits, cause=cause, frames=tuple(frames),
-        fallback_ops=tuple(sorted({n.name for n in graph.order if n.buffer is None and rule_on(n.name, platform) is None})),
+        fallback_ops=fallback_ops,
         recompile=explain(graph, frames), ir=graph_lines(graph), matmul_precision=graph.key.matmul_precision,
         compile_effort=graph.key.compile_effort,
         **texts))
@@ -246,34 +249,24 @@ def call(compiled: Compiled, name: str, args: list, doing: str = "replaying") ->
     cpu_mesh = compiled.in_shardings is not None and _rt.jax_device().platform == "cpu" and jax.local_device_count() > 1
     if cpu_mesh:
         _wait_last_cpu_mesh_launch()
-    _rt.fallback_error = None
     try:
         if _rt.faults:
             _rt.fault("execution")
         outs = compiled(*args)
+        # torch's error in a CPU fallback op must come here, before the outputs are bound, so that the
+        # pending work stays (an asynchronous device reports it at a read, with every output poisoned)
+        if compiled.host_calls:
+            jax.block_until_ready(outs)
     except BaseException as error:
-        failed, _rt.fallback_error = _rt.fallback_error, None
-        if failed is not None:             # torch raised in a CPU fallback op: its error, not XLA's wrapper
-            op, cause = failed
-            error = _same_error(cause)
-            error.add_note(f"xlanb: raised by {op}, which has no lowering and ran on the CPU inside graph '{name}' "
-                           "when it executed")
-            note_stage(error, f"{doing} graph '{name}' on the device")
-            raise error from None
-        note_stage(error, f"{doing} graph '{name}' on the device")
+        fallback = device_errors.torch_error(error, name)   # torch raised in a CPU fallback op: its error
+        note_stage(fallback or error, f"{doing} graph '{name}' on the device")
+        if fallback is not None:
+            raise fallback from None
         raise
     _track(outs)
     if cpu_mesh:
         _rt.last_cpu_mesh_launch = list(outs)
     return outs
-
-
-def _same_error(error: Exception) -> Exception:
-    """A fresh exception of `error`'s type and message (its traceback is inside XLA's callback)."""
-    try:
-        return type(error)(*error.args)
-    except Exception:     # a type whose constructor wants other arguments
-        return RuntimeError(str(error))
 
 
 def _wait_last_cpu_mesh_launch() -> None:

@@ -90,7 +90,7 @@ class Lowered:
 class Compiled:
     """An XLA executable: call it with (*input buffers, [float scalars], [int scalars])."""
 
-    __slots__ = ("name", "digest", "executable", "in_shardings", "key", "__weakref__")
+    __slots__ = ("name", "digest", "executable", "in_shardings", "key", "host_calls", "__weakref__")
 
     def __init__(self, name: str, digest: str, executable):
         self.name, self.digest, self.executable = name, digest, executable
@@ -98,6 +98,9 @@ class Compiled:
         # the CacheKey object the executable cache stores it under (runtime/cache.py): a lookup with that
         # very object finds it without comparing the key's entries (a replayed call looks up every call)
         self.key = None
+        # it runs CPU fallback ops (host callbacks), whose torch errors surface when it executes: each
+        # launch is waited for (executor.call), so an asynchronous device raises at the launch too
+        self.host_calls = False
 
     def __call__(self, *args):
         for a in args:

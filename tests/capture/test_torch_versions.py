@@ -69,6 +69,41 @@ def test_float64_on_a_tpu_is_named_at_the_op(monkeypatch):
         assert torch.ones(2, dtype=torch.float64, device="xla").sum().item() == 2.0
 
 
+def test_on_a_tpu_cpus_error_comes_before_the_complex128_refusal(monkeypatch):
+    """complex(float32, float64): CPU refuses the mixed dtypes; the meta kernel's result is complex128,
+    which a TPU refuses too, but CPU's verdict is the one the user needs (a TPU v5e gave its own)."""
+    from xlanb.state import runtime_state
+    a, b = torch.ones(2), torch.ones(2, dtype=torch.float64)
+    with pytest.raises(RuntimeError) as cpu:
+        torch.complex(a, b)
+    xa, xb = a.to("xla"), b.to("xla")
+    monkeypatch.setattr(type(runtime_state()), "jax_device", lambda self: _FakeTpu())
+    with pytest.raises(RuntimeError) as xla:
+        torch.complex(xa, xb)
+    assert type(xla.value) is type(cpu.value) and str(xla.value) == str(cpu.value)
+    with pytest.raises(NotImplementedError, match="complex128 is not supported on a TPU"):
+        torch.complex(xb, xb)
+
+
+def test_on_a_tpu_float64_bits_are_not_reinterpreted(monkeypatch):
+    """XLA:TPU's float64 is two float32s: view(dtype) to or from it is refused at the op there (a TPU
+    v5e gave other bits, silently); float32 <-> int32 and the CPU platform are unchanged."""
+    from xlanb.state import runtime_state
+    d, f, i = (torch.tensor([2.125, 3.0], dtype=torch.float64).to("xla"), torch.tensor([2.5, -1.0]).to("xla"),
+               torch.tensor([3], dtype=torch.int64).to("xla"))
+    monkeypatch.setattr(type(runtime_state()), "jax_device", lambda self: _FakeTpu())
+    for make in (lambda: d.view(torch.int64), lambda: d.view(torch.uint8), lambda: i.view(torch.float64)):
+        with pytest.raises(NotImplementedError, match="float64 cannot be reinterpreted .* on a TPU"):
+            make()
+    bits = f.view(torch.int32)
+    empty = torch.zeros(0, 4, dtype=torch.float64, device="xla").view(torch.uint8)     # no bits to get wrong
+    monkeypatch.undo()
+    assert empty.shape == (0, 32) and empty.cpu().shape == (0, 32)
+    assert bits.cpu().tolist() == torch.tensor([2.5, -1.0]).view(torch.int32).tolist()
+    if runtime_state().jax_device().platform != "tpu":
+        assert d.view(torch.int64).cpu().tolist() == torch.tensor([2.125, 3.0], dtype=torch.float64).view(torch.int64).tolist()
+
+
 def test_a_float_index_is_refused_at_the_op_with_cpus_error():
     """torch 2.9's meta kernel of embedding takes float ids; CPU refuses them, and so does xla, at the op."""
     weight = torch.randn(10, 3)

@@ -201,16 +201,24 @@ def unsupported(op: str, dtype: torch.dtype | None = None, layout: torch.layout 
             "with .cpu(), and bring the result back in a supported dtype (.to('xla', torch.float32))")
 
 
-def check_representable(op: str, out) -> None:
+def check_representable(op: str, out, *, x64: bool = True) -> None:
     """Results of sparse layouts, quantized dtypes or complex32 are refused at the op, naming it;
-    on a TPU, 64-bit floats are named at the op too (check_tpu_x64)."""
+    on a TPU, 64-bit floats are named at the op too (check_x64; `x64=False` leaves that to the
+    caller, which asks CPU's verdict first: CPU's error for complex(float32, float64) comes before
+    the TPU's complex128 refusal)."""
     for t in (out if isinstance(out, (list, tuple)) else (out,)):
         if isinstance(t, torch.Tensor):
             why = unsupported(op, t.dtype, t.layout)
             if why is not None:
                 raise NotImplementedError(why)
-            if t.dtype in _X64_FLOATS:
-                check_tpu_x64(op, t.dtype)
+    if x64:
+        check_x64(op, out)
+
+
+def check_x64(op: str, out) -> None:
+    for t in (out if isinstance(out, (list, tuple)) else (out,)):
+        if isinstance(t, torch.Tensor) and t.dtype in _X64_FLOATS:
+            check_tpu_x64(op, t.dtype)
 
 
 _X64_FLOATS = (torch.float64, torch.complex128)
@@ -218,8 +226,9 @@ _X64_FLOATS = (torch.float64, torch.complex128)
 
 def check_tpu_x64(op: str, dtype: torch.dtype) -> None:
     """TPUs have no 64-bit floating point. XLA:TPU emulates float64 in 32-bit operations (slower,
-    and some ops fail to compile: a one-time warning at the op) and refuses complex128 (an error at
-    the op, instead of XLA's at compile time). Other platforms compute both natively."""
+    float32's exponent range: 1e300 became inf on a TPU v5e, and some ops fail to compile: a one-time
+    warning at the op) and refuses complex128 (an error at the op, instead of XLA's at compile
+    time). Other platforms compute both natively."""
     if runtime_state().jax_device().platform != "tpu":
         return
     if dtype == torch.complex128:
@@ -227,8 +236,23 @@ def check_tpu_x64(op: str, dtype: torch.dtype) -> None:
             f"{op}: dtype torch.complex128 is not supported on a TPU (XLA:TPU has no 128-bit complex type); "
             "use torch.complex64: .to(torch.complex64)")
     warnings.warn(f"{op}: torch.float64 on a TPU is emulated by XLA in 32-bit operations: much slower than "
-                  "float32, and some ops fail to compile; use float32 (.to(torch.float32)) unless you need "
-                  "the precision", UserWarning, stacklevel=user_stacklevel())
+                  "float32, with float32's exponent range (values past about 3.4e38 become inf), and some ops "
+                  "fail to compile; use float32 (.to(torch.float32)) unless you need the precision",
+                  UserWarning, stacklevel=user_stacklevel())
+
+
+def check_tpu_reinterpret(op: str, source: torch.dtype, target: torch.dtype, numel: int) -> None:
+    """XLA:TPU's float64 is a pair of float32s, whose bits are not IEEE's: `view(dtype)` to or from
+    float64 would give other bits, silently (a TPU v5e gave [0, 3] for CPU's [0, 2.125]). Refused
+    at the op there, unless there are no elements; other platforms reinterpret as the CPU does."""
+    if (source == target or torch.float64 not in (source, target) or numel == 0
+            or runtime_state().jax_device().platform != "tpu"):
+        return
+    other = target if source == torch.float64 else source
+    raise NotImplementedError(
+        f"{op}: the bits of torch.float64 cannot be reinterpreted as {other} on a TPU (XLA:TPU emulates "
+        "float64 as two float32s, whose bits are not IEEE's). Do it on the CPU: t.cpu().view(...), and "
+        "bring the result back with .to('xla')")
 
 
 def check_dtype_arguments(op: str, args, kwargs) -> None:

@@ -22,6 +22,7 @@ from xlanb import events
 from xlanb.capture import record as rec
 from xlanb.capture.datadep import cpu_cut
 from xlanb.capture.device_arguments import device_argument
+from xlanb.capture.checks import check_tpu_reinterpret
 from xlanb.lower.torch_versions import SOLVE_FACTORS_CONTIGUOUS_TRANSPOSE
 from xlanb.capture.frames import user_frames, user_location
 from xlanb.capture.views import _AS_STRIDED, _REINTERPRETING, as_strided_view, check_no_replayed_views
@@ -75,6 +76,8 @@ def view_handler(func, args, kwargs):
         return as_strided_view(base, *args[1:], **(kwargs or {}))
     plan = plan_of(func)
     consts = tuple(tuple(a) if type(a) is list else a for a in args[1:])
+    if func is _VIEW_DTYPE:
+        check_tpu_reinterpret(plan.name, base.dtype, consts[0], tensor_meta(base).numel)
     key = (tensor_meta(base), const_key(consts), const_key(kwargs) if kwargs else None)
     try:
         meta = plan.meta_cache[key]
@@ -103,6 +106,7 @@ def view_handler(func, args, kwargs):
 
 
 _CONJ, _NEG_VIEW = torch.ops.aten._conj.default, torch.ops.aten._neg_view.default
+_VIEW_DTYPE = torch.ops.aten.view.dtype
 
 
 def set_bits(t, conj: bool, neg: bool) -> None:

@@ -15,7 +15,7 @@ import jax
 import torch
 
 from xlanb.capture import rng
-from xlanb.capture.checks import (check_dtype_arguments, check_representable, check_select_from_empty_dim,
+from xlanb.capture.checks import (check_dtype_arguments, check_representable, check_x64, check_select_from_empty_dim,
                                   raise_cpu_verdict_on_empty)
 from xlanb.capture.frames import outside_level, user_location
 from xlanb.capture.verdict import (PROBED, check_once, cpu_answer, cpu_verdict, has_out, is_verdict, raise_cpu_error,
@@ -307,7 +307,7 @@ def _infer_on_miss(func, plan: OpPlan, nargs, nkwargs, on_miss):
         if out is None:
             raise_cpu_error(func, margs, mkwargs)
             raise
-    check_representable(plan.name, out)
+    check_representable(plan.name, out, x64=False)
     if probe is not None:
         margs, mkwargs = probe
     tensors = [a for a in margs if isinstance(a, torch.Tensor)]
@@ -325,6 +325,7 @@ def _infer_on_miss(func, plan: OpPlan, nargs, nkwargs, on_miss):
     fix = _CPU_META.get(plan.name)
     if fix is not None:
         out = fix(func, margs, mkwargs, out)
+    check_x64(plan.name, out)                      # after CPU's verdict: its error first
     return _out_meta(out)
 
 

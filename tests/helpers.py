@@ -1,5 +1,6 @@
 """What tests share: counters they read (metric sample counts; 0 when the metric does not exist
-yet), and a small compiled step's cell report."""
+yet), a small compiled step's cell report, and how closely values must match the CPU's on the
+platform the tests run on."""
 
 import torch
 
@@ -42,3 +43,49 @@ def step_report(execution_count: int):
         y = (w @ w).relu().sum()
     y.item()
     return build_report(xlanb.runtime_state().log.since(mark), CellContext(execution_count=execution_count))
+
+
+# -- values against the CPU's, on the platform the tests run on ----------------------------------
+
+PLATFORM = xlanb.runtime_state().jax_device().platform
+
+# XLA:TPU's arithmetic is not the CPU's: its float32 exp, log, tanh and division are approximations
+# (exp 5.5e-6, tanh 8.1e-5, log 2.6e-4 relative on a TPU v5e, where the CPU's are within an ulp) and
+# its float64 is emulated as float32 pairs (about 1e-14 relative). A test that compares a rule's
+# values with the CPU's allows that much there; a bit-for-bit test skips there with that reason.
+_TPU_TOLERANCE = {torch.float32: (1e-3, 1e-4), torch.complex64: (1e-3, 1e-4),
+                  torch.float64: (1e-11, 1e-12), torch.complex128: (1e-11, 1e-12)}
+
+
+def tolerance(dtype: torch.dtype, rtol: float | None = None, atol: float | None = None) -> dict:
+    """assert_close's rtol/atol for values of `dtype`: the given ones (torch's defaults for None),
+    widened to the platform's arithmetic where it is not the CPU's."""
+    wide = _TPU_TOLERANCE.get(dtype) if PLATFORM == "tpu" else None
+    if wide is None:
+        return {} if rtol is None and atol is None else {"rtol": rtol, "atol": atol}
+    if rtol is None:
+        rtol, atol = torch.testing._comparison.default_tolerances(dtype)
+    return {"rtol": max(rtol, wide[0]), "atol": max(atol, wide[1])}
+
+
+def assert_close(actual, expected, rtol: float | None = None, atol: float | None = None, **kwargs):
+    """torch.testing.assert_close, within the platform's arithmetic (`tolerance`)."""
+    dtype = expected.dtype if isinstance(expected, torch.Tensor) else torch.float32
+    torch.testing.assert_close(actual, expected, **tolerance(dtype, rtol, atol), **kwargs)
+
+
+def same_values(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """torch.equal where the platform computes as the CPU does; elsewhere floating values within the
+    platform's arithmetic (`tolerance`), NaNs in the same places."""
+    if torch.equal(a, b) or PLATFORM != "tpu" or not (a.is_floating_point() or a.is_complex()):
+        return torch.equal(a, b)
+    try:
+        assert_close(a, b, equal_nan=True)
+    except AssertionError:
+        return False
+    return True
+
+
+def without_platform_notes(messages: list) -> list:
+    """Warning texts less xlanb's own note that float64 is emulated on a TPU (capture/checks.py)."""
+    return [m for m in messages if "on a TPU is emulated" not in str(m)]

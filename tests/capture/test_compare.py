@@ -12,6 +12,7 @@ import xlanb
 from xlanb import events
 from xlanb.capture.compare import CompareError
 from xlanb.lower.registry import LOWERINGS, lowers
+from helpers import assert_close
 
 
 # --- custom ops: CPU kernels that are right, lowerings that are not -------------------------------
@@ -152,7 +153,7 @@ def test_names_the_op_whose_lowering_differs(mode):
     assert {r.status for r in later} == {"inherited"}
     assert later[0].module == "block.out"
     # the xla side computed what it computes without compare: the wrong lowering's values
-    torch.testing.assert_close(loss.cpu(), _reference(net, x, 2.01))
+    assert_close(loss.cpu(), _reference(net, x, 2.01))
 
 
 def _reference(net, x, factor):

@@ -8,6 +8,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from helpers import same_values
+
 
 def _index(t):
     return torch.tensor([0], device=t.device)
@@ -68,8 +70,16 @@ def _outcome(op, device, dtype, value):
     return "computes", out.dtype, values.tolist()
 
 
+def _same(cpu, xla) -> bool:
+    """Equal outcomes; float results within the platform's arithmetic where it is not the CPU's
+    (XLA:TPU's atan2 differs in the last bits)."""
+    if cpu[:2] != xla[:2] or cpu[0] != "computes" or not cpu[1].is_floating_point:
+        return cpu == xla
+    return same_values(torch.tensor(xla[2], dtype=xla[1]), torch.tensor(cpu[2], dtype=cpu[1]))
+
+
 @pytest.mark.parametrize("name", sorted(OPS))
 def test_an_integer_past_the_dtype_gives_cpus_result_or_error(name):
     differ = [(dtype, v, cpu, xla) for dtype in DTYPES for v in VALUES
-              if (cpu := _outcome(OPS[name], "cpu", dtype, v)) != (xla := _outcome(OPS[name], "xla", dtype, v))]
+              if not _same(cpu := _outcome(OPS[name], "cpu", dtype, v), xla := _outcome(OPS[name], "xla", dtype, v))]
     assert not differ, f"{len(differ)} cases differ from CPU, the first: {differ[0]}"

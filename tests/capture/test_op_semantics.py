@@ -7,6 +7,7 @@ import torch
 import xlanb
 from xlanb import events
 from xlanb.capture.tensor import LazyTensor
+from helpers import PLATFORM, same_values
 
 XLA = "xla"
 
@@ -188,7 +189,7 @@ def test_a_cpu_fallback_inside_a_pending_graph_keeps_64_bit_values():
     assert sign.dtype == torch.int64 and torch.equal(sign.cpu(), torch.sign(cpu_big))
     assert scaled.dtype == torch.float64
     expected = torch.ops.prims.bessel_i1e(torch.linspace(-1, 1, 300_001, dtype=torch.float64) * (1 + 2 ** -40))
-    assert torch.equal(scaled.cpu(), expected)
+    assert same_values(scaled.cpu(), expected)     # exactly, where float64 is native (a TPU emulates it)
     assert {"prims::sign", "prims::bessel_i1e"} <= set(xlanb.metrics.executed_fallback_ops())
 
 
@@ -211,6 +212,7 @@ def test_float64_crosses_a_host_call_as_two_float32s_where_the_platform_pairs_th
     assert {"prims::bessel_i1e", "prims::sign"} <= set(xlanb.metrics.executed_fallback_ops())
 
 
+@pytest.mark.skipif(PLATFORM == "tpu", reason="XLA:TPU has no complex128: refused at the op there")
 def test_a_cpu_fallback_inside_a_pending_graph_keeps_complex128_values():
     """complex128 crosses the host call as the 32-bit words of its real and imaginary parts (lax's
     bitcast refuses complex: prims.sin of complex128 raised a TypeError)."""

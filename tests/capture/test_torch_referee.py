@@ -8,6 +8,7 @@ import pytest
 import torch
 
 import xlanb
+from helpers import PLATFORM, same_values, without_platform_notes
 
 
 def outcome(f, d):
@@ -34,7 +35,7 @@ def _same(a, b) -> bool:
     if isinstance(a, tuple) and isinstance(b, tuple):
         return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
     if isinstance(a, torch.Tensor):
-        return isinstance(b, torch.Tensor) and a.dtype == b.dtype and a.shape == b.shape and torch.equal(a, b)
+        return isinstance(b, torch.Tensor) and a.dtype == b.dtype and a.shape == b.shape and same_values(a, b)
     return a == b
 
 
@@ -51,7 +52,7 @@ def assert_parity(f):
         assert xla[1] is cpu[1] and xla[2] == cpu[2], f"cpu: {cpu}\nxla: {xla}"
     else:
         assert _same(cpu[1], xla[1]), f"cpu: {cpu[1]}\nxla: {xla[1]}"
-    assert [_first_line(w) for w in xla_warnings] == [_first_line(w) for w in cpu_warnings]
+    assert [_first_line(w) for w in without_platform_notes(xla_warnings)] == [_first_line(w) for w in cpu_warnings]
     return cpu
 
 
@@ -385,8 +386,16 @@ def test_out_tensors_that_must_have_the_result_shape_are_written():
     assert_parity(f)
 
 
-@pytest.mark.parametrize("dtype,view_dtype", [(torch.complex64, torch.int64), (torch.int64, torch.complex64),
-                                              (torch.float64, torch.complex64), (torch.int32, torch.float32)])
+_ON_TPU = PLATFORM == "tpu"
+
+
+@pytest.mark.parametrize("dtype,view_dtype", [
+    (torch.complex64, torch.int64),
+    pytest.param(torch.int64, torch.complex64, marks=pytest.mark.skipif(
+        _ON_TPU, reason="XLA:TPU's complex product flushed the subnormal real part (3's bits, 4.2e-45) to zero")),
+    pytest.param(torch.float64, torch.complex64, marks=pytest.mark.skipif(
+        _ON_TPU, reason="float64's bits are refused on a TPU (its float64 is two float32s)")),
+    (torch.int32, torch.float32)])
 def test_view_dtype_of_a_0_dim_tensor_computes(dtype, view_dtype):
     def f(d):
         a = torch.tensor(3, device=d).to(dtype)

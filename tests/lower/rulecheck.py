@@ -7,7 +7,8 @@ device data, numbers in Scalar- or Tensor-typed slots lifted, output metas from 
 kernels with capture's CPU fixes, the RNG key of `xlanb.manual_seed(rng_seed)` for random ops),
 built into a Graph and run by `runtime.executor.run_graph`: the same lowering (promotion,
 lifted scalars, output casts and shape checks), jit, compile and launch as any graph. The
-result must match torch's (values, dtype, shape) within `atol`/`rtol`.
+result must match torch's (values, dtype, shape) within `atol`/`rtol` (widened to the platform's
+arithmetic where it is not the CPU's: helpers.tolerance).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from xlanb.ir.node import Meta, make_node
 from xlanb.lower.registry import lookup
 from xlanb.runtime.executor import run_graph
 from xlanb.runtime.transfer import download
+from helpers import tolerance
 
 
 @contextlib.contextmanager
@@ -153,7 +155,7 @@ def check(name: str, *args, atol: float = 1e-5, rtol: float = 1.3e-6, equal_nan:
             continue
         assert g.dtype == e.dtype, f"{name} output {i}: dtype {g.dtype}, expected {e.dtype}"
         assert g.shape == e.shape, f"{name} output {i}: shape {tuple(g.shape)}, expected {tuple(e.shape)}"
-        torch.testing.assert_close(g, e, atol=atol, rtol=rtol, equal_nan=equal_nan,
+        torch.testing.assert_close(g, e, **tolerance(e.dtype, rtol, atol), equal_nan=equal_nan,
                                    msg=lambda m: f"{name} output {i}: {m}")
 
 

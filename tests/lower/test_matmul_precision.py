@@ -45,6 +45,14 @@ def matmul(a, b):
     return (a @ b).cpu()
 
 
+def assert_close_at(setting: str, got: torch.Tensor, want: torch.Tensor) -> None:
+    """Values of float32 products under `setting` against the CPU's float32: "highest" within
+    float32's tolerance; "medium" within bfloat16's, where XLA may multiply in one bfloat16 pass (a
+    TPU v5e does: 2.7e-3 relative on a large product; the CPU computes float32 whatever the setting)."""
+    tolerance = {} if setting == "highest" else {"rtol": 2e-2, "atol": 5e-2}
+    torch.testing.assert_close(got, want, **tolerance)
+
+
 def test_a_float32_matmul_is_highest_by_default_and_default_under_medium(precision):
     a, b = operands((8, 16), (16, 4))
     assert torch.get_float32_matmul_precision() == "highest"
@@ -65,7 +73,7 @@ def test_switching_compiles_a_new_graph_and_switching_back_hits_the_cache(precis
         before = compiles()
         got = matmul(a, b)
         counts.append(compiles() - before)
-        torch.testing.assert_close(got, want)
+        assert_close_at(setting, got, want)
     assert counts == [1, 0, 1, 0, 0]
     assert [e.matmul_precision for e in compile_events()] == ["highest", "medium"]
 
@@ -96,7 +104,7 @@ def test_the_eager_fast_path_is_not_stale(precision):
         for setting in ("highest", "highest", "medium", "medium", "highest"):
             precision(setting)
             before = eager_compiles()
-            torch.testing.assert_close((a @ b).cpu(), want)
+            assert_close_at(setting, (a @ b).cpu(), want)
             counts.append(eager_compiles() - before)
     assert counts == [1, 0, 1, 0, 0]
     assert [e.matmul_precision for e in compile_events()] == ["highest", "medium"]
@@ -109,7 +117,7 @@ def test_the_explainer_names_the_precision(precision):
     precision("medium")
     with xlanb.compile(name="mm"):
         z = a @ b
-    torch.testing.assert_close(y.cpu(), z.cpu())
+    assert_close_at("medium", z.cpu(), y.cpu())
     first, second = compile_events("mm")
     assert first.recompile is None
     (change,) = second.recompile.changes
@@ -144,7 +152,7 @@ def test_a_replayed_step_traces_again_when_the_precision_changes(precision):
     assert step.replayed == 1
     precision("medium")
     before = compiles()
-    torch.testing.assert_close(step(x).cpu(), (x.cpu() @ w.cpu()).relu())
+    assert_close_at("medium", step(x).cpu(), (x.cpu() @ w.cpu()).relu())
     assert compiles() == before + 1
     assert [e.reason for e in runtime_state().log.all() if isinstance(e, events.ReplayMiss)] == [
         "replay guard failed: float32 matmul precision 'highest' -> 'medium'"]

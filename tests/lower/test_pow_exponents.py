@@ -1,7 +1,8 @@
 """A scalar exponent that selects the algorithm of CPU's pow kernel (2, 3, -2, 0.5, -0.5: ATen's fast
 paths x * x, x * x * x, 1 / (x * x), sqrt, rsqrt) stays a constant of the graph, so XLA compiles only
 that algorithm (no `power` in the program); any other exponent is lifted, so a new value does not
-recompile. Values are compared with the installed torch's own kernels."""
+recompile. Values are compared with the installed torch's own kernels (bit for bit where the platform
+computes as the CPU does: helpers.assert_close)."""
 
 import pytest
 import torch
@@ -9,7 +10,7 @@ import torch
 import xlanb
 from xlanb import events, hooks
 from xlanb.state import runtime_state
-from helpers import compiles
+from helpers import assert_close, compiles
 
 FAST = (2, 3, -2, 0.5, -0.5, 2.0, 3.0, -2.0)
 
@@ -46,23 +47,23 @@ def test_products_give_cpus_values(dtype, exponent):
     x = _values(dtype)
     want = x ** exponent
     got = (x.to("xla") ** exponent).cpu()
-    torch.testing.assert_close(got, want, rtol=0, atol=0, equal_nan=True)
+    assert_close(got, want, rtol=0, atol=0, equal_nan=True)
     inplace = x.to("xla")
     inplace.pow_(exponent)
-    torch.testing.assert_close(inplace.cpu(), want, rtol=0, atol=0, equal_nan=True)
+    assert_close(inplace.cpu(), want, rtol=0, atol=0, equal_nan=True)
 
 
 @pytest.mark.parametrize("exponent", [0.5, -0.5, 1.5])
 def test_roots_and_other_exponents_agree_with_cpu(exponent):
     x = _values(torch.float32).abs()
-    torch.testing.assert_close((x.to("xla") ** exponent).cpu(), x ** exponent, equal_nan=True)
+    assert_close((x.to("xla") ** exponent).cpu(), x ** exponent, equal_nan=True)
 
 
 def test_other_exponents_are_lifted_and_fast_ones_compile_their_own_graph():
     x = _values(torch.float32).abs().to("xla")
     (x ** 2.5).cpu()
     before = compiles()
-    torch.testing.assert_close((x ** 2.7).cpu(), x.cpu() ** 2.7)
+    assert_close((x ** 2.7).cpu(), x.cpu() ** 2.7)
     assert compiles() == before                                       # 2.7 is a graph input, as 2.5 was
     (x ** 3.0).cpu()
     assert compiles() == before + 1                                   # 3.0 is a constant: its own graph
@@ -76,7 +77,7 @@ def test_an_integer_tensor_keeps_integer_powers():
         got = (x.to("xla") ** exponent).cpu()
         assert got.dtype == torch.int64
         assert torch.equal(got, x ** exponent)
-    torch.testing.assert_close((x.to("xla") ** 2.0).cpu(), x ** 2.0, rtol=0, atol=0)
+    assert_close((x.to("xla") ** 2.0).cpu(), x ** 2.0, rtol=0, atol=0)
 
 
 def test_eager_in_place_pow_with_a_fast_then_another_exponent():
@@ -89,7 +90,7 @@ def test_eager_in_place_pow_with_a_fast_then_another_exponent():
         for exponent in (3.0, 1.5, 3.0, 1.25, 2.0):
             t.pow_(exponent)
             want.pow_(exponent)
-            torch.testing.assert_close(t.cpu(), want, equal_nan=True)
+            assert_close(t.cpu(), want, equal_nan=True)
 
 
 def test_eager_in_place_pow_takes_the_fast_path(monkeypatch):
@@ -112,5 +113,5 @@ def test_eager_in_place_pow_takes_the_fast_path(monkeypatch):
             for _ in range(3):
                 t.pow_(exponent)
                 want.pow_(exponent)
-            torch.testing.assert_close(t.cpu(), want, equal_nan=True)
+            assert_close(t.cpu(), want, equal_nan=True)
     assert launched == [False, True, True] * 2

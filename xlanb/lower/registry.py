@@ -90,6 +90,11 @@ def rule_on(name: str, platform: str, dtypes: frozenset = frozenset()) -> Rule |
     return None if rule is None or rule.avoid and rule.avoided_on(platform, dtypes) else rule
 
 
+def fallback_ops(nodes, platform: str) -> tuple:
+    """The sorted names of the ops among pending IR `nodes` that run as CPU fallbacks on `platform`."""
+    return tuple(sorted({n.name for n in nodes if n.buffer is None and rule_on(n.name, platform, node_dtypes(n)) is None}))
+
+
 def node_dtypes(node) -> frozenset:
     """The dtype names ("float64") of an IR node's outputs and tensor inputs, as `avoid` reads them."""
     metas = list(node.meta) if isinstance(node.meta, tuple) else [node.meta]

@@ -30,7 +30,7 @@ from xlanb.capture.modes import CompileScope
 from xlanb.replay.holders import Holders, code_names, find_holders, object_paths, path_object, path_text
 from xlanb.capture.tensor import LazyTensor, Storage, holder_node, tensor_meta
 from xlanb.ir.node import Meta
-from xlanb.lower.registry import node_dtypes, rule_on
+from xlanb.lower.registry import fallback_ops
 from xlanb.runtime import executor
 from xlanb.state import runtime_state
 
@@ -392,7 +392,7 @@ def _sync(trace: Trace, name: str, cause: str, out, before: Holders, arg_nodes: 
 
     def inspect(graph) -> None:        # before it runs: where its inputs come from, where its outputs go
         platform = _rt.jax_device().platform
-        fallbacks = sorted({n.name for n in graph.order if n.buffer is None and rule_on(n.name, platform, node_dtypes(n)) is None})
+        fallbacks = fallback_ops(graph.order, platform)
         if fallbacks:
             trace.fail(f"it runs {', '.join(fallbacks)} on the CPU (no lowering)")
         _sources(trace, graph, before, arg_nodes, watcher.uploads)

@@ -3,9 +3,11 @@
 A fallback op (lower/fallback.py) runs torch inside the program through a host callback. When torch
 raises there, XLA reports a `JaxRuntimeError` whose text says 'CpuCallback error' and holds the
 Python traceback. The CPU reports it at the launch; an asynchronous device (a TPU, a GPU) at the
-first read or wait of the program's outputs, maybe several launches later: the callback keeps the
-last few (op, error) pairs in `runtime_state().fallback_errors`. Every JAX entry point (`outside.jax_entry`) passes what
-it raises through `torch_error`, so the user gets torch's type and message at either place.
+first read or wait of the program's outputs, so `executor.call` waits for a program with fallback
+ops (`Compiled.host_calls`) to bring it to the launch there too. The callback keeps the last few
+(op, error) pairs in `runtime_state().fallback_errors`; every JAX entry point (`outside.jax_entry`)
+passes what it raises through `torch_error`, so the user gets torch's type and message wherever
+XLA's report comes.
 """
 
 from __future__ import annotations

@@ -23,7 +23,7 @@ from xlanb.ir.graph import Graph, Settings, build_graph, graph_lines
 from xlanb.ir.node import Meta, Node
 from xlanb.ir.precision import matmul_precision
 from xlanb.lower.dtypes import to_jax_dtype
-from xlanb.lower.registry import node_dtypes, rule_on
+from xlanb.lower.registry import fallback_ops
 from xlanb.lower.to_jax import build_function
 from xlanb.runtime import device_errors, nans, partition
 from xlanb.runtime.cache import persistent_cache
@@ -144,9 +144,8 @@ def compile_graph(graph: Graph, *, eager: bool, cause: str = "", frames=()) -> C
         raise
     done = time.perf_counter_ns()
     platform = _rt.jax_device().platform
-    fallback_ops = tuple(sorted({n.name for n in graph.order
-                                 if n.buffer is None and rule_on(n.name, platform, node_dtypes(n)) is None}))
-    compiled.host_calls = bool(fallback_ops)
+    fallbacks = fallback_ops(graph.order, platform)
+    compiled.host_calls = bool(fallbacks)
     texts = _texts(lowered, compiled, eager) if _rt.want_texts or _rt.config.debug >= 4 else {}
     emit(events.Compile(
         name=graph.name, key=compiled.digest, eager=eager, nodes=graph.compute_nodes,
@@ -154,7 +153,7 @@ def compile_graph(graph: Graph, *, eager: bool, cause: str = "", frames=()) -> C
         outputs=tuple(_info(n.meta) for n in graph.roots),
         scalars=len(graph.scalars), lower_ns=lowered_at - start, compile_ns=done - lowered_at,
         persistent_hit=persistent_cache.hits() > hits, cause=cause, frames=tuple(frames),
-        fallback_ops=fallback_ops,
+        fallback_ops=fallbacks,
         recompile=explain(graph, frames), ir=graph_lines(graph), matmul_precision=graph.key.matmul_precision,
         compile_effort=graph.key.compile_effort,
         **texts))

@@ -46,7 +46,10 @@ def pytest_runtest_logreport(report):
     outcome = report.outcome if report.when == "call" or report.outcome == "skipped" else f"{report.outcome} in {report.when}"
     error = ""
     if report.outcome == "failed":
-        error = " | ".join(line.strip() for line in str(report.longrepr).splitlines() if line.startswith("E "))[-600:]
+        lines = [line.strip() for line in str(report.longrepr).splitlines() if line.startswith("E ")]
+        error = " | ".join(lines)
+        if len(error) > 900:            # the head names the error (XLA's first line), the tail where it was raised
+            error = f"{error[:450]} ... {error[-450:]}"
     with open(_results() / "done.txt", "a") as f:
         f.write(f"{report.nodeid}\t{outcome}\t{error}\n")
 

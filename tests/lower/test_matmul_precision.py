@@ -89,11 +89,20 @@ def test_a_float32_conv2d_follows_the_same_mapping(precision):
     assert "#stablehlo<precision DEFAULT>" in text and "HIGHEST" not in text
 
 
-def test_half_types_keep_their_float32_accumulation_whatever_the_setting():
-    a, b = operands((8, 16), (16, 4), dtype=torch.bfloat16)
-    text = stablehlo(lambda: matmul(a, b))
-    dot = next(line for line in text.splitlines() if "dot_general" in line)
-    assert "HIGHEST" not in dot and "tensor<8x4xf32>" in dot
+@pytest.mark.parametrize("setting", ["highest", "medium"])
+def test_half_types_keep_their_float32_accumulation_whatever_the_setting(precision, setting):
+    """bfloat16 operands are exact in one pass; float16 ones are multiplied exactly too (HIGHEST),
+    where XLA:TPU's DEFAULT would round them to bfloat16."""
+    precision(setting)
+    for dtype, shape in ((torch.bfloat16, (8, 16)), (torch.float16, (8, 17))):
+        a, b = operands(shape, (shape[1], 4), dtype=dtype)
+        text = stablehlo(lambda: matmul(a, b))
+        dot = next(line for line in text.splitlines() if "dot_general" in line)
+        assert "tensor<8x4xf32>" in dot
+        assert ("HIGHEST" in dot) == (dtype == torch.float16)
+    x, w = operands((1, 2, 6, 6), (3, 2, 3, 3), dtype=torch.float16)
+    text = stablehlo(lambda: F.conv2d(x, w).cpu())
+    assert "stablehlo.convolution" in text and "#stablehlo<precision HIGHEST>" in text
 
 
 def test_the_eager_fast_path_is_not_stale(precision):

@@ -40,7 +40,7 @@ def _einsum(spec, a, b):
     """einsum in torch's precision: float32 accumulation for half types."""
     dt = np.dtype(jnp.result_type(a, b))
     if dt in _HALF:
-        return jnp.einsum(spec, a, b, preferred_element_type=jnp.float32)
+        return jnp.einsum(spec, a, b, preferred_element_type=jnp.float32, precision=dot_precision(dt))
     if dt == np.dtype(np.bool_):
         return jnp.einsum(spec, a.astype(jnp.int32), b.astype(jnp.int32)) != 0
     return jnp.einsum(spec, a, b, precision=dot_precision(dt))
@@ -49,7 +49,7 @@ def _einsum(spec, a, b):
 def _matmul(a, b):
     dt = np.dtype(jnp.result_type(a, b))
     if dt in _HALF:
-        return jnp.matmul(a, b, preferred_element_type=jnp.float32)
+        return jnp.matmul(a, b, preferred_element_type=jnp.float32, precision=dot_precision(dt))
     return jnp.matmul(a, b, precision=dot_precision(dt))
 
 

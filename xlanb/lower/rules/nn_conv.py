@@ -32,10 +32,12 @@ def _compute_dtype(x):
 
 def _precision_kw(x, w) -> dict:
     """torch's precision: half types accumulate in float32 (one rounding at the end); float32
-    follows the graph's matmul precision, as products do (lower/precision.py)."""
-    if x.dtype in (jnp.bfloat16, jnp.float16) or w.dtype in (jnp.bfloat16, jnp.float16):
-        return {"preferred_element_type": jnp.float32}
-    return {"precision": dot_precision(jnp.result_type(x, w))}
+    follows the graph's matmul precision, as products do, and float16 is multiplied exactly
+    (lower/precision.py)."""
+    dt = jnp.result_type(x, w)
+    if dt in (jnp.bfloat16, jnp.float16):
+        return {"preferred_element_type": jnp.float32, "precision": dot_precision(dt)}
+    return {"precision": dot_precision(dt)}
 
 
 def _conv(x, w, bias, stride, padding, dilation, transposed, output_padding, groups):

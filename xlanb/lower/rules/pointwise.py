@@ -163,11 +163,20 @@ def floor_div_int(a, b):
     return jnp.where(fix, q - 1, q)
 
 
+def float_rem(a, b):
+    """C's fmod (the sign of a) on every platform. XLA's GPU and TPU backends compute a float rem as
+    a - trunc(a / b) * b, NaN for a finite a and an infinite b, where C's fmod (and XLA:CPU) give a."""
+    r = lax.rem(a, b)
+    if not is_float(r):
+        return r
+    return jnp.where(jnp.isinf(b) & jnp.isfinite(a), a, r)
+
+
 def floor_div_float(a, b):
     """ATen's div_floor_floating, exactly."""
     a, b = jnp.broadcast_arrays(*_same(a, b))
     one = jnp.asarray(1, a.dtype)
-    mod = lax.rem(a, b)
+    mod = float_rem(a, b)
     d = (a - mod) / b
     d = jnp.where((mod != 0) & ((b < 0) != (mod < 0)), d - one, d)
     fl = jnp.floor(d)
@@ -193,7 +202,7 @@ def _half_div_mode(a, b, rounding_mode, half):
     a, b = jnp.broadcast_arrays(jnp.asarray(a).astype(f32), jnp.asarray(b).astype(f32))
     if rounding_mode == "trunc":
         return jnp.trunc(r(a / b))
-    mod = r(lax.rem(a, b))
+    mod = r(float_rem(a, b))
     div = r(r(a - mod) / b)
     div = jnp.where((mod != 0) & ((b < 0) != (mod < 0)), r(div - 1), div)
     fl = r(jnp.floor(div))
@@ -235,7 +244,7 @@ def floor_divide(self, other):
 
 def remainder_(a, b):
     a, b = jnp.broadcast_arrays(*_same(a, b))
-    r = lax.rem(a, b)
+    r = float_rem(a, b)
     fix = (r != 0) & ((r < 0) != (b < 0))
     return jnp.where(fix, r + b, r)
 
@@ -247,7 +256,7 @@ def remainder(self, other):
 
 @lowers("aten.fmod.Tensor", "aten.fmod.Scalar", promote="same", common_first=True)
 def fmod(self, other):
-    return lax.rem(*jnp.broadcast_arrays(*_same(self, other)))
+    return float_rem(*jnp.broadcast_arrays(*_same(self, other)))
 
 
 def int_pow(base, exp):

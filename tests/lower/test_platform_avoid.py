@@ -62,6 +62,17 @@ def test_a_dtype_avoid_holds_for_that_dtype_only():
     assert rule.avoided_on("cpu", frozenset({"float64"})) is None and rule.avoided_on("tpu") is None
 
 
+@pytest.mark.parametrize("name", ["aten.mm.default", "aten.bmm.default", "aten.addmm.default", "aten.baddbmm.default",
+                                  "aten.addbmm.default", "aten.mv.default", "aten.addmv.default", "aten.dot.default",
+                                  "aten.vdot.default", "aten._foreach_mm.default", "aten._addmm_activation.default"])
+def test_int64_products_avoid_a_tpu_only(name):
+    """XLA:TPU has no 64-bit integer dot (the fourth TPU run): the CPU computes them there."""
+    rule = registry.lookup(name)
+    assert rule.avoided_on("tpu", frozenset({"int64"}))
+    assert rule.avoided_on("tpu", frozenset({"int32"})) is None and rule.avoided_on("tpu", frozenset({"float32"})) is None
+    assert rule.avoided_on("cpu", frozenset({"int64"})) is None and rule.avoided_on("gpu", frozenset({"int64"})) is None
+
+
 @pytest.fixture
 def solve_avoids_float64_here(monkeypatch):
     rule = registry.lookup(SOLVE)

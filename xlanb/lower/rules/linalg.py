@@ -154,7 +154,12 @@ def _perm_from_pivots(pivots, m):
 
 # Products -------------------------------------------------------------------------------
 
-@lowers("aten.mm.default", "aten.bmm.default")
+# XLA:TPU has no 64-bit integer dot: an int64 product failed in its compiler on a TPU v5e (int32
+# compiled); torch_xla runs int64 dot on the CPU there too. The CPU computes these for int64 on a TPU
+INT64_PRODUCT_AVOIDS = {"tpu:int64": "XLA:TPU has no 64-bit integer dot"}
+
+
+@lowers("aten.mm.default", "aten.bmm.default", avoid=INT64_PRODUCT_AVOIDS)
 def mm(self, mat2):
     return _matmul(self, mat2)
 
@@ -169,12 +174,12 @@ def int_mm(self, mat2):
     return jnp.matmul(self, mat2, preferred_element_type=jnp.int32)
 
 
-@lowers("aten._foreach_mm.default")
+@lowers("aten._foreach_mm.default", avoid=INT64_PRODUCT_AVOIDS)
 def foreach_mm(self, mat2):
     return [_matmul(a, b) for a, b in zip(self, mat2)]
 
 
-@lowers("aten.addmm.default", "aten.baddbmm.default")
+@lowers("aten.addmm.default", "aten.baddbmm.default", avoid=INT64_PRODUCT_AVOIDS)
 def addmm(self, mat1, mat2, *, beta=1, alpha=1):
     return _scale_add(self, _matmul(mat1, mat2), beta, alpha)
 
@@ -184,7 +189,7 @@ def addmm_dtype(self, mat1, mat2, out_dtype, *, beta=1, alpha=1):
     return _scale_add(self, _matmul(mat1, mat2), beta, alpha).astype(to_jax_dtype(out_dtype))
 
 
-@lowers("aten._addmm_activation.default")
+@lowers("aten._addmm_activation.default", avoid=INT64_PRODUCT_AVOIDS)
 def addmm_activation(self, mat1, mat2, *, beta=1, alpha=1, use_gelu=False):
     out = _scale_add(self, _matmul(mat1, mat2), beta, alpha)
     if use_gelu:    # torch's CPU kernel: exact (erf) gelu
@@ -192,27 +197,27 @@ def addmm_activation(self, mat1, mat2, *, beta=1, alpha=1, use_gelu=False):
     return jnp.maximum(out, 0)
 
 
-@lowers("aten.addbmm.default")
+@lowers("aten.addbmm.default", avoid=INT64_PRODUCT_AVOIDS)
 def addbmm(self, batch1, batch2, *, beta=1, alpha=1):
     return _scale_add(self, _einsum("bij,bjk->ik", batch1, batch2), beta, alpha)
 
 
-@lowers("aten.mv.default")
+@lowers("aten.mv.default", avoid=INT64_PRODUCT_AVOIDS)
 def mv(self, vec):
     return _matmul(self, vec)
 
 
-@lowers("aten.addmv.default")
+@lowers("aten.addmv.default", avoid=INT64_PRODUCT_AVOIDS)
 def addmv(self, mat, vec, *, beta=1, alpha=1):
     return _scale_add(self, _matmul(mat, vec), beta, alpha)
 
 
-@lowers("aten.dot.default")
+@lowers("aten.dot.default", avoid=INT64_PRODUCT_AVOIDS)
 def dot(self, tensor):
     return _einsum("i,i->", self, tensor)
 
 
-@lowers("aten.vdot.default")
+@lowers("aten.vdot.default", avoid=INT64_PRODUCT_AVOIDS)
 def vdot(self, other):
     return _einsum("i,i->", jnp.conj(self) if jnp.iscomplexobj(self) else self, other)
 

@@ -1,12 +1,15 @@
 """Capture semantics the OpInfo sweep needed: in-place views, resizing, out=, functional
 variants, data-dependent shapes, the device RNG state, conjugate views."""
 
+import dataclasses
+
 import pytest
 import torch
 
 import xlanb
 from xlanb import events
 from xlanb.capture.tensor import LazyTensor
+from xlanb.lower import registry
 from helpers import PLATFORM, same_values
 
 XLA = "xla"
@@ -210,6 +213,23 @@ def test_float64_crosses_a_host_call_as_two_float32s_where_the_platform_pairs_th
     y = torch.ops.prims.sign(x) * 3                 # a result a pair holds exactly
     assert torch.equal(y.cpu(), torch.sign(grid) * 3)
     assert {"prims::bessel_i1e", "prims::sign"} <= set(xlanb.metrics.executed_fallback_ops())
+
+
+def test_infinities_cross_a_paired_host_call_as_infinities(monkeypatch):
+    """A float64 infinity split as hi + lo had lo = inf - inf = NaN, and came back NaN: slogdet of a
+    singular matrix (-inf) and inv of one (inf), CPU fallbacks for float64 on a TPU, gave NaN there
+    (the fourth TPU run). Both ways: an infinity going to the host, and one coming back."""
+    from xlanb.lower import fallback
+    monkeypatch.setattr(fallback, "_PAIRED", {xlanb.runtime_state().jax_device().platform})
+    x = torch.tensor([float("inf"), -float("inf"), float("nan"), -2.5, 0.0, 1e-3], dtype=torch.float64)
+    y = torch.ops.prims.sign(x.to(XLA) * 1)           # pending: the infinities go to the host in the graph
+    assert same_values(y.cpu(), torch.sign(x))
+    sing = torch.tensor([[1.0, 2.0], [2.0, 4.0]], dtype=torch.float64)
+    monkeypatch.setitem(registry.LOWERINGS, "aten._linalg_slogdet.default", dataclasses.replace(
+        registry.lookup("aten._linalg_slogdet.default"),
+        avoid=((f"{xlanb.runtime_state().jax_device().platform}:float64", "a test says so"),)))
+    sign, logabsdet = torch.linalg.slogdet(sing.to(XLA))
+    assert logabsdet.cpu().item() == -float("inf") and sign.cpu().item() == 0.0
 
 
 @pytest.mark.skipif(PLATFORM == "tpu", reason="XLA:TPU has no complex128: refused at the op there")

@@ -131,9 +131,13 @@ _F64 = np.dtype(np.float64)
 
 
 def _split_host(a):
-    """float64 -> float32 (hi, lo) in a last axis of 2, hi + lo == a where a float32 pair can hold it."""
+    """float64 -> float32 (hi, lo) in a last axis of 2, hi + lo == a where a float32 pair can hold it.
+    An infinite hi (an infinity, or a float64 past float32's range) has lo 0: a - hi would be NaN
+    there, and the infinity would come back NaN."""
     hi = a.astype(np.float32)
-    return np.stack([hi, (a - hi.astype(np.float64)).astype(np.float32)], axis=-1)
+    with np.errstate(invalid="ignore", over="ignore"):
+        lo = np.where(np.isinf(hi), 0, a - hi.astype(np.float64)).astype(np.float32)
+    return np.stack([hi, lo], axis=-1)
 
 
 def _join_host(parts):
@@ -143,7 +147,8 @@ def _join_host(parts):
 
 def _split_device(x):
     hi = x.astype(jnp.float32)
-    return jnp.stack([hi, (x - hi.astype(jnp.float64)).astype(jnp.float32)], axis=-1)
+    lo = jnp.where(jnp.isinf(hi), 0, x - hi.astype(jnp.float64)).astype(jnp.float32)
+    return jnp.stack([hi, lo], axis=-1)
 
 
 def _join_device(parts):

@@ -279,11 +279,34 @@ def int_pow(base, exp):
     return acc
 
 
+def real_pow(x, y):
+    """C's pow for real floats on every platform, from XLA's pow of |x| only: accelerators' pow
+    implementations get special cases wrong that the CPU's gets right (XLA:TPU gave NaN for
+    0 ** -0.0 on the fourth TPU run; JAX's issue 6042 was 0 ** 0 there). The sign of a negative
+    base with an odd integer exponent, NaN for a finite negative base with a finite fractional
+    exponent, x ** 0 == 1 ** y == 1 and (-1) ** inf == 1 are decided here; -0.0 is negative (1/x < 0)
+    without a bitcast, which XLA:TPU's float64 does not give IEEE's bits for."""
+    x, y = jnp.broadcast_arrays(*_same(x, y))
+    ax = jnp.abs(x)
+    out = lax.pow(ax, y)
+    finite_y = jnp.isfinite(y)
+    integral = finite_y & (jnp.floor(y) == y)
+    odd = integral & (lax.rem(jnp.where(integral, y, 0), jnp.asarray(2, y.dtype)) != 0)
+    negative = (x < 0) | ((x == 0) & (1 / x < 0))
+    out = jnp.where(negative & odd, -out, out)
+    nan = jnp.asarray(jnp.nan, out.dtype)
+    out = jnp.where(((x < 0) & jnp.isfinite(x) & finite_y & ~integral) | jnp.isnan(x) | jnp.isnan(y), nan, out)
+    one = jnp.asarray(1, out.dtype)
+    return jnp.where((y == 0) | (x == 1) | ((ax == 1) & jnp.isinf(y)), one, out)
+
+
 def pow_(base, exp):
     if is_bool(base) and is_bool(exp):
         return jnp.logical_or(base, jnp.logical_not(exp))
     if not is_float(base) and not is_float(exp):
         return int_pow(base, exp)
+    if jnp.issubdtype(jnp.result_type(base, exp), jnp.floating):
+        return real_pow(base, exp)
     return jnp.power(base, exp)
 
 

@@ -16,6 +16,7 @@ import torch
 from xlanb import events
 from xlanb.state import emit, runtime_state
 from xlanb.lower.dtypes import from_words, numpy_to_torch, to_jax_dtype, to_words, torch_to_numpy
+from xlanb.lower.float64 import EMULATED
 from xlanb.lower.tree import join, split
 
 _rt = runtime_state()
@@ -126,7 +127,7 @@ def _widen_host(words, dtype):
 # XLA:TPU emulates float64 as two float32s (the value is hi + lo), and its bitcast of a float64 gives
 # those two floats' bits, not IEEE's (on a TPU v5e, -0.99 reached the host as -0.0078): there a
 # float64 crosses as its two float32 parts, added up on the host; a result goes back the same way.
-_PAIRED = frozenset({"tpu"})
+_PAIRED = EMULATED
 _F64 = np.dtype(np.float64)
 
 

@@ -12,6 +12,7 @@ import numpy as np
 from jax import lax
 
 from xlanb.lower.dtypes import to_jax_dtype
+from xlanb.lower.float64 import BITS_AVOID
 from xlanb.lower.registry import lowers
 from xlanb.lower.rules.autodiff import grad_at
 from xlanb.lower.rules.pointwise import as_float
@@ -46,7 +47,7 @@ def lcm(self, other):
     return jnp.abs(jnp.where(g == 0, jnp.zeros_like(a), (a // jnp.where(g == 0, 1, g)) * b))
 
 
-@lowers("aten.frexp.Tensor", "prims.frexp.default")
+@lowers("aten.frexp.Tensor", "prims.frexp.default", avoid=BITS_AVOID)
 def frexp(self):
     m, e = jnp.frexp(self)
     return m, e.astype(jnp.int32)

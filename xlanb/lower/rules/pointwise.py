@@ -19,6 +19,7 @@ from jax import lax
 from torch._prims_common import ELEMENTWISE_TYPE_PROMOTION_KIND, elementwise_dtypes
 
 from xlanb.lower.dtypes import default_float, to_jax_dtype, to_torch_dtype
+from xlanb.lower.float64 import BITS_AVOID, copy_sign, sign_bit
 from xlanb.lower.registry import lowers
 from xlanb.lower.to_jax import _cast_operands
 
@@ -181,7 +182,7 @@ def floor_div_float(a, b):
     d = jnp.where((mod != 0) & ((b < 0) != (mod < 0)), d - one, d)
     fl = jnp.floor(d)
     fl = jnp.where(d - fl > jnp.asarray(0.5, a.dtype), fl + one, fl)
-    zero = jnp.copysign(jnp.zeros_like(a), a / b)
+    zero = copy_sign(jnp.zeros_like(a), a / b)
     out = jnp.where(d != 0, fl, zero)
     return jnp.where(b == 0, a / b, out)
 
@@ -207,7 +208,7 @@ def _half_div_mode(a, b, rounding_mode, half):
     div = jnp.where((mod != 0) & ((b < 0) != (mod < 0)), r(div - 1), div)
     fl = r(jnp.floor(div))
     fl = jnp.where(r(div - fl) > 0.5, r(fl + 1), fl)
-    out = jnp.where(div != 0, fl, jnp.copysign(jnp.zeros_like(a), r(a / b)))
+    out = jnp.where(div != 0, fl, copy_sign(jnp.zeros_like(a), r(a / b)))
     return jnp.where(b == 0, r(a / b), out)
 
 
@@ -403,7 +404,7 @@ def lgamma(x):
 @lowers("aten.digamma.default", promote="float")
 def digamma(x):
     out = lax.digamma(x)
-    pole = jnp.where(jnp.signbit(x), jnp.asarray(jnp.inf, x.dtype), jnp.asarray(-jnp.inf, x.dtype))
+    pole = jnp.where(sign_bit(x), jnp.asarray(jnp.inf, x.dtype), jnp.asarray(-jnp.inf, x.dtype))
     out = jnp.where(x == 0, pole, out)
     return jnp.where((x < 0) & (x == jnp.floor(x)), jnp.asarray(jnp.nan, x.dtype), out)
 
@@ -427,10 +428,10 @@ def hypot(self, other):
 
 @lowers("aten.copysign.Tensor", "aten.copysign.Scalar", promote="float")
 def copysign(self, other):
-    return jnp.copysign(self, other)
+    return copy_sign(*_same(self, other))
 
 
-@lowers("aten.nextafter.default", promote="result")
+@lowers("aten.nextafter.default", promote="result", avoid=BITS_AVOID)
 def nextafter(self, other):
     return jnp.nextafter(self, other)
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import jax.numpy as jnp
 from jax import lax
 
+from xlanb.lower.float64 import sign_bit
 from xlanb.lower.registry import lowers
 from xlanb.lower.rules.pointwise import _same, _scaled, is_bool, is_float, torch_promote, truthy
 
@@ -104,7 +105,7 @@ def isneginf(x):
 def signbit(x):
     if is_bool(x):
         return jnp.zeros(x.shape, bool)
-    return jnp.signbit(x) if is_float(x) else x < 0
+    return sign_bit(x) if is_float(x) else x < 0
 
 
 @lowers("aten.nan_to_num.default")

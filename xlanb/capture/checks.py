@@ -14,6 +14,7 @@ import torch
 from xlanb.capture import bounds
 from xlanb.capture.frames import is_library
 from xlanb.capture.verdict import is_verdict, tensors_in
+from xlanb.lower import float64
 from xlanb.lower.dtypes import TORCH_TO_NUMPY
 from xlanb.lower.fallback import host_dispatch, probe_on_cpu
 from xlanb.state import runtime_state
@@ -245,8 +246,7 @@ def check_tpu_reinterpret(op: str, source: torch.dtype, target: torch.dtype, num
     """XLA:TPU's float64 is a pair of float32s, whose bits are not IEEE's: `view(dtype)` to or from
     float64 would give other bits, silently (a TPU v5e gave [0, 3] for CPU's [0, 2.125]). Refused
     at the op there, unless there are no elements; other platforms reinterpret as the CPU does."""
-    if (source == target or torch.float64 not in (source, target) or numel == 0
-            or runtime_state().jax_device().platform != "tpu"):
+    if source == target or torch.float64 not in (source, target) or numel == 0 or not float64.emulated():
         return
     other = target if source == torch.float64 else source
     raise NotImplementedError(

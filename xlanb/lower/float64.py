@@ -19,7 +19,7 @@ BITS_AVOID = {f"{platform}:float64": "float64 is emulated there as two float32s,
 
 
 def emulated() -> bool:
-    """Whether the device graphs are lowered for emulates float64 (read while a rule is traced)."""
+    """Whether the device that graphs are lowered for emulates float64 (read while a rule is traced)."""
     return runtime_state().jax_device().platform in EMULATED
 
 

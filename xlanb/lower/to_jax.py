@@ -20,7 +20,7 @@ from torch._prims_common import ELEMENTWISE_TYPE_PROMOTION_KIND, elementwise_dty
 from xlanb.ir.graph import Graph, location_text
 from xlanb.ir.node import Meta, Node, Scalar
 from xlanb.ir.sharding import corner
-from xlanb.lower import fallback
+from xlanb.lower import fallback, threefry
 from xlanb.lower.dtypes import to_jax_dtype
 from xlanb.lower.precision import current_precision, lowering_precision
 from xlanb.lower.registry import Rule, lookup, node_dtypes
@@ -363,7 +363,7 @@ def run_step(st: Step, env, scalars):
 def _apply_rule(st: Step, args, kwargs):
     """The rule on its (promoted) operands, and the casts to torch's output dtypes."""
     if st.rule.rng:
-        key, args = jax.random.wrap_key_data(args[0]), args[1:]
+        key, args = threefry.wrap(args[0]), args[1:]
         out = st.rule.fn(key, *args, **kwargs)
     else:
         out = st.rule.fn(*args, **kwargs)

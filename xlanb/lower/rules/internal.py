@@ -24,10 +24,19 @@ def fx_graph(program, *arrays):
     return program(*arrays)
 
 
+# The device RNG's next key: its two words as one 64-bit number, times _RNG_MUL plus _RNG_ADD modulo
+# 2**64 (Knuth's MMIX constants: every state is reached once in 2**64 steps), a few scalar ops where
+# a fold-in was a threefry hash to compile (capture/rng.py). A key only keys threefry's draws
+# (lower/threefry.py), so what matters is that the keys of one stream differ, and that seeds next to
+# each other (0, 1, 2, ...) do not start one stream a step along another, as adding 1 would.
+_RNG_MUL, _RNG_ADD = np.uint64(6364136223846793005), np.uint64(1442695040888963407)
+
+
 @lowers("xlanb.rng_next")
 def rng_next(key_data):
-    key = jax.random.wrap_key_data(key_data)
-    return jax.random.key_data(jax.random.fold_in(key, 0x5EED))
+    wide = key_data.astype(jnp.uint64)
+    state = ((wide[0] << np.uint64(32)) | wide[1]) * _RNG_MUL + _RNG_ADD
+    return jnp.stack([(state >> np.uint64(32)).astype(jnp.uint32), state.astype(jnp.uint32)])
 
 
 @lowers("xlanb.bounds_check")

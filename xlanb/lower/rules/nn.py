@@ -150,7 +150,10 @@ def native_dropout(key, input, p, train=None):
     if train is False:
         return input, jnp.ones(input.shape, jnp.bool_)
     keep = 1.0 - p
-    mask = draw(lambda k, shape: jax.random.bernoulli(k, keep, shape), key, input.shape)
+    # drawn in float32 for float32 and half inputs (as bernoulli_p): a Python float's probability drew
+    # a float64 uniform, twice the bits and a float64 program to compile
+    u = draw(jax.random.uniform, key, input.shape, jnp.float64 if input.dtype == jnp.float64 else jnp.float32)
+    mask = u < jnp.asarray(keep, u.dtype)
     scale = 0.0 if keep == 0 else 1.0 / keep
     return input * mask.astype(input.dtype) * jnp.asarray(scale, input.dtype), mask
 

@@ -15,6 +15,7 @@ import numpy as np
 import torch
 from jax import lax
 
+from xlanb.lower import threefry
 from xlanb.lower.dtypes import default_float, to_jax_dtype
 from xlanb.lower.registry import lowers
 
@@ -277,12 +278,12 @@ def multinomial(key, self, num_samples, replacement=False, *, generator=None):
 
 @lowers("aten.poisson.default", rng=True)
 def poisson(key, self, generator=None):
-    return jax.random.poisson(key, self.astype(_cdt(self.dtype)), self.shape).astype(self.dtype)
+    return jax.random.poisson(threefry.jax_key(key), self.astype(_cdt(self.dtype)), self.shape).astype(self.dtype)
 
 
 @lowers("aten._standard_gamma.default", rng=True)
 def standard_gamma(key, self, generator=None):
-    return jax.random.gamma(key, self.astype(_cdt(self.dtype)), self.shape, _cdt(self.dtype)).astype(self.dtype)
+    return jax.random.gamma(threefry.jax_key(key), self.astype(_cdt(self.dtype)), self.shape, _cdt(self.dtype)).astype(self.dtype)
 
 
 @lowers("aten.binomial.default", rng=True)
@@ -296,4 +297,4 @@ def binomial(key, count, prob, generator=None):
 @lowers("aten._sample_dirichlet.default", rng=True)
 def sample_dirichlet(key, self, generator=None):
     c = _cdt(self.dtype)
-    return jax.random.dirichlet(key, self.astype(c), self.shape[:-1], c).astype(self.dtype)
+    return jax.random.dirichlet(threefry.jax_key(key), self.astype(c), self.shape[:-1], c).astype(self.dtype)

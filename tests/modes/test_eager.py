@@ -281,3 +281,26 @@ def test_fast_path_follows_the_cache_through_eviction_and_reset(eager):
     d = x * 4.5
     assert eager_compiles() == before + 1                 # a fresh runtime compiles again
     torch.testing.assert_close(d.cpu(), torch.arange(4.0) * 4.5)
+
+
+def test_moving_tensors_to_the_device_compiles_nothing(eager):
+    """`.to("xla")` and `torch.tensor(..., device="xla")` make an empty tensor and upload into it: the
+    empty one runs nothing (capture/factories.py), so a new shape costs no executable."""
+    xlanb.metrics.clear_all()
+    model = torch.nn.Sequential(torch.nn.Linear(5, 7), torch.nn.Linear(7, 3)).to("xla")
+    made = [torch.tensor([1.5] * n, device="xla") for n in range(2, 6)]
+    assert eager_compiles() == 0 and compiles() == 0 and eager_executes() == 0
+    torch.testing.assert_close(made[-1].cpu(), torch.full((5,), 1.5))
+    torch.testing.assert_close(model[0].weight.cpu(), model[0].weight.detach().cpu())
+
+
+def test_an_empty_tensor_runs_within_what_reads_it(eager):
+    xlanb.metrics.clear_all()
+    zeros = torch.zeros(4, 3, device="xla")         # empty, then zero_: one executable
+    assert eager_compiles() == 1 and eager_executes() == 1
+    empty = torch.empty(6, device="xla")
+    out = torch.empty(6, device="xla")
+    torch.add(empty * 0, 2.0, out=out)
+    torch.testing.assert_close(out.cpu(), torch.full((6,), 2.0))
+    torch.testing.assert_close(zeros.cpu(), torch.zeros(4, 3))
+    assert empty.cpu().shape == (6,) and empty.dtype == torch.float32

@@ -60,9 +60,17 @@ def _record_factory(op, args: tuple, kwargs: dict):
     mark = realize.eager_mark() if _rt.eager else 0
     loc = user_location() if _rt.track_locations else None
     t = new_tensor(make_node(op, str(op), args, kwargs or None, meta, loc), meta)
-    if _rt.eager:
+    if _rt.eager and op not in _UNSPECIFIED:
         realize.sync_eager(mark, str(op))
     return t
+
+
+# Factories whose values are unspecified run nothing in eager mode: what fills the tensor next replaces
+# its node (`.to("xla")`'s and `torch.tensor(..., device="xla")`'s upload, `zero_` and the other fills,
+# an `out=`), and an op that reads it before that computes it inside that op's graph. Run on its own,
+# each new shape cost an executable: 40-50 ms of lowering and compile for every parameter shape of a
+# model moved to the device.
+_UNSPECIFIED = frozenset({aten.empty.memory_format, aten.empty_strided.default})
 
 
 _CPU_ERRORS = (RuntimeError, ValueError, TypeError, IndexError, NotImplementedError)

@@ -135,7 +135,8 @@ def test_report_sidebar_and_status_bar_render_through_the_extension(browser, tmp
         expect(sidebar.locator(".xl-sb-mode")).to_have_text("lazy")
         # the kernel's own count (report `state.cache_size`): graphs plus eager-op executables
         expect(sidebar.locator(".xl-sb-cache")).to_have_text(re.compile(r"^[1-9][0-9]* executables$"))
-        expect(sidebar.locator(".xl-sb-hitrate")).to_contain_text("0 hits, 3 misses")
+        # the two compiles of step (the cells' small fills are made on the host: capture/factories.py)
+        expect(sidebar.locator(".xl-sb-hitrate")).to_contain_text("0 hits, 2 misses")
         item.locator(".xl-sb-ghead").click()
         expect(item.locator("pre.xl-code")).to_contain_text("aten::mm")            # the IR tab opens first
         item.locator("button.xl-tab", has_text="Optimized").click()

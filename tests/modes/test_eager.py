@@ -296,7 +296,7 @@ def test_moving_tensors_to_the_device_compiles_nothing(eager):
 
 def test_an_empty_tensor_runs_within_what_reads_it(eager):
     xlanb.metrics.clear_all()
-    zeros = torch.zeros(4, 3, device="xla")         # empty, then zero_: one executable
+    zeros = torch.empty(4, 3, device="xla").zero_()     # the fill's executable only
     assert eager_compiles() == 1 and eager_executes() == 1
     empty = torch.empty(6, device="xla")
     out = torch.empty(6, device="xla")
@@ -304,3 +304,25 @@ def test_an_empty_tensor_runs_within_what_reads_it(eager):
     torch.testing.assert_close(out.cpu(), torch.full((6,), 2.0))
     torch.testing.assert_close(zeros.cpu(), torch.zeros(4, 3))
     assert empty.cpu().shape == (6,) and empty.dtype == torch.float32
+
+
+def test_small_exact_factories_are_made_on_the_host(eager):
+    """Fills, identities and integer ranges up to VERDICT_ELEMENTS are made by torch on the CPU and
+    uploaded (capture/factories.py): CPU's values, no executable; a float range, a larger fill and a
+    random draw still run on the device."""
+    xlanb.metrics.clear_all()
+    made = {"arange": (torch.arange(3, 40, 4, device="xla"), torch.arange(3, 40, 4)),
+            "zeros": (torch.zeros(5, 2, dtype=torch.int8, device="xla"), torch.zeros(5, 2, dtype=torch.int8)),
+            "ones": (torch.ones(3, dtype=torch.bfloat16, device="xla"), torch.ones(3, dtype=torch.bfloat16)),
+            "full": (torch.full((2, 3), -2.5, device="xla"), torch.full((2, 3), -2.5)),
+            "eye": (torch.eye(3, 4, device="xla"), torch.eye(3, 4)),
+            "scalar": (torch.tensor(7, device="xla") * 1, torch.tensor(7))}
+    assert eager_compiles() == 1        # the multiply only
+    for name, (got, want) in made.items():
+        assert got.dtype == want.dtype, name
+        torch.testing.assert_close(got.cpu(), want, rtol=0, atol=0)
+    xlanb.metrics.clear_all()
+    torch.arange(0.0, 1.0, 0.125, device="xla")
+    torch.zeros(64, 65, device="xla")
+    torch.rand(3, device="xla")
+    assert eager_compiles() == 3

@@ -102,3 +102,10 @@ def test_dropout_keeps_its_rate_and_a_seed_gives_the_same_mask():
     assert abs(first.float().mean().item() - 0.75) < 0.005
     assert torch.equal(first, mask(11))
     assert not torch.equal(first, mask(12))
+
+
+@pytest.mark.parametrize("seed", [0, 5, 2 ** 33 + 1])
+def test_a_seed_makes_jaxs_key_data(seed):
+    with jax.enable_x64(True):
+        np.testing.assert_array_equal(jax.random.key_data(jax.random.key(seed, impl=threefry.UNROLLED)),
+                                      jax.random.key_data(jax.random.key(seed)))

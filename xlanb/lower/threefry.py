@@ -92,11 +92,8 @@ def _fold_in(key, data):
 
 
 def _seed(seed):
-    """A seed's key data as jax.random.key's: the 64-bit value's two words (a 32-bit one's high word 0)."""
-    hi = lax.convert_element_type(seed >> np.asarray(32, seed.dtype), np.uint32) if seed.dtype.itemsize == 8 \
-        else np.uint32(0)
-    return lax.concatenate([lax.full((1,), hi, np.uint32),
-                            lax.full((1,), lax.convert_element_type(seed, np.uint32), np.uint32)], 0)
+    """A seed's key data: jax.random.key's (the seed's 64-bit value as two words)."""
+    return jax.random.key_data(jax.random.key(seed))
 
 
 UNROLLED = jex_random.define_prng_impl(key_shape=(2,), seed=_seed, split=_split, random_bits=_random_bits,

@@ -1,4 +1,5 @@
 import os, sys; sys.path.insert(0, os.path.dirname(__file__))  # noqa: E401,E702
+from helpers import FLOAT64_EMULATED  # noqa: E402
 from rulecheck import check, run_rule  # noqa: E402
 
 import jax  # noqa: E402
@@ -110,6 +111,8 @@ def test_foreach_mm():
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 def test_svd_eigh_qr(dtype):
     tol = dict(atol=1e-4, rtol=1e-4) if dtype == torch.float32 else dict(atol=1e-10, rtol=1e-10)
+    if dtype == torch.float64 and FLOAT64_EMULATED:     # XLA:TPU's emulated float64: 2.2e-7 off on the fifth run
+        tol = dict(atol=1e-5, rtol=1e-5)
     A = rn(2, 5, 3, dtype=dtype)
     for full in (False, True):
         U, S, Vh = run_rule("aten._linalg_svd.default", A, full, True)

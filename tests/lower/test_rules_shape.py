@@ -7,6 +7,7 @@ import pytest
 import torch
 
 import rulecheck
+from helpers import FLOAT64_EMULATED
 from rulecheck import check, run_rule  # noqa: F401
 from xlanb.lower.registry import lookup
 
@@ -58,6 +59,9 @@ def test_reshape_if_dispatched():
     (torch.complex64, torch.int64), (torch.float32, torch.float32),
 ])
 def test_view_dtype(src, dst):
+    if FLOAT64_EMULATED and torch.float64 in (src, dst):
+        pytest.skip("XLA:TPU's float64 has no IEEE bits to view: refused at the op there (capture/checks.py, "
+                    "tests/capture/test_torch_versions.py), and this test calls the rule directly")
     if src == torch.int8 and dst == torch.bool:
         x = torch.randint(0, 2, (3, 8), dtype=torch.int8)
     else:

@@ -4,7 +4,7 @@ import pytest
 import torch
 
 import xlanb
-from helpers import compiles, counter, eager_compiles, eager_executes, executes
+from helpers import assert_close, compiles, counter, eager_compiles, eager_executes, executes
 
 
 @pytest.fixture
@@ -157,18 +157,18 @@ def test_an_op_on_a_view_of_a_computed_tensor_is_one_launch_on_the_base(eager, m
         second = run(x)
         assert eager_compiles() - before == compiled          # the second time compiles nothing
         assert len(built) == (1 if i == 4 else 0), i         # and builds no graph: the fast path
-        torch.testing.assert_close(first.cpu(), reference(base))
-        torch.testing.assert_close(second.cpu(), reference(base))
+        assert_close(first.cpu(), reference(base))
+        assert_close(second.cpu(), reference(base))
     x.mul_(2)                                            # the base's next value: the views read it
     base = base * 2
-    torch.testing.assert_close((x.t() + 0.5).cpu(), base.t() + 0.5)
-    torch.testing.assert_close((x[1] * 3.0).cpu(), base[1] * 3.0)
+    assert_close((x.t() + 0.5).cpu(), base.t() + 0.5)
+    assert_close((x[1] * 3.0).cpu(), base[1] * 3.0)
     runs = eager_executes()
     z = x[2] * 3.0
     assert eager_executes() - runs == 1                  # one launch: the select inside the mul's executable
-    torch.testing.assert_close(z.cpu(), base[2] * 3.0)
+    assert_close(z.cpu(), base[2] * 3.0)
     w = torch.arange(12.0).reshape(4, 3).to("xla").t()     # a base of another shape, a view of the same shape
-    torch.testing.assert_close((w + 0.5).cpu(), torch.arange(12.0).reshape(4, 3).t() + 0.5)
+    assert_close((w + 0.5).cpu(), torch.arange(12.0).reshape(4, 3).t() + 0.5)
     assert xlanb.runtime_state().pending == []
 
 

@@ -229,7 +229,7 @@ def div_mode(self, other, *, rounding_mode=None):
         return jnp.true_divide(self, other)
     if rounding_mode == "trunc":
         if is_float(self):
-            return jnp.trunc(self / other)
+            return finite_rounding(jnp.trunc)(self / other)
         if is_bool(self):
             self, other = self.astype(jnp.int8), jnp.asarray(other, jnp.int8)
         return _trunc_div_int(self, other)
@@ -281,15 +281,19 @@ def int_pow(base, exp):
 
 
 def real_pow(x, y):
-    """C's pow for real floats on every platform, from XLA's pow of |x| only: accelerators' pow
-    implementations get special cases wrong that the CPU's gets right (XLA:TPU gave NaN for
-    0 ** -0.0 on the fourth TPU run; JAX's issue 6042 was 0 ** 0 there). The sign of a negative
-    base with an odd integer exponent, NaN for a finite negative base with a finite fractional
-    exponent, x ** 0 == 1 ** y == 1 and (-1) ** inf == 1 are decided here; -0.0 is negative (1/x < 0)
-    without a bitcast, which XLA:TPU's float64 does not give IEEE's bits for."""
+    """C's pow for real floats on every platform, from XLA's pow of a finite positive |x| with a
+    finite exponent only: accelerators' pow implementations get special cases wrong that the CPU's
+    gets right (XLA:TPU gave NaN for 0 ** -0.0 on the fourth TPU run, and for inf ** 1 in float64 on
+    the fifth; JAX's issue 6042 was 0 ** 0 there). Decided here: the limits (|x| zero or infinite,
+    or y infinite: inf where y > 0 and |x| > 1 agree, else 0), the sign of a negative base with an
+    odd integer exponent, NaN for a finite negative base with a finite fractional exponent,
+    x ** 0 == 1 ** y == 1 and (-1) ** inf == 1; -0.0 is negative (1/x < 0) without a bitcast, which
+    XLA:TPU's float64 does not give IEEE's bits for."""
     x, y = jnp.broadcast_arrays(*_same(x, y))
     ax = jnp.abs(x)
-    out = lax.pow(ax, y)
+    limit = (ax == 0) | jnp.isinf(ax) | jnp.isinf(y)
+    out = lax.pow(jnp.where(limit, jnp.ones_like(ax), ax), y)
+    out = jnp.where(limit, jnp.where((y > 0) == (ax > 1), jnp.asarray(jnp.inf, out.dtype), jnp.zeros_like(out)), out)
     finite_y = jnp.isfinite(y)
     integral = finite_y & (jnp.floor(y) == y)
     odd = integral & (lax.rem(jnp.where(integral, y, 0), jnp.asarray(2, y.dtype)) != 0)
@@ -403,7 +407,8 @@ def lgamma(x):
 
 @lowers("aten.digamma.default", promote="float")
 def digamma(x):
-    out = lax.digamma(x)
+    # digamma(inf) = inf: XLA:TPU's float64 gave NaN there (the fifth TPU run)
+    out = jnp.where(x == jnp.inf, jnp.asarray(jnp.inf, x.dtype), lax.digamma(x))
     pole = jnp.where(sign_bit(x), jnp.asarray(jnp.inf, x.dtype), jnp.asarray(-jnp.inf, x.dtype))
     out = jnp.where(x == 0, pole, out)
     return jnp.where((x < 0) & (x == jnp.floor(x)), jnp.asarray(jnp.nan, x.dtype), out)
@@ -497,16 +502,19 @@ def logit(x, eps=None):
 
 # Rounding -----------------------------------------------------------------------------------
 
-def _float_only(fn):
+def finite_rounding(fn):
+    """floor, ceil, trunc or round of a float with infinities and NaN passed through as they are:
+    XLA:TPU's emulated float64 rounded an infinity to NaN (a float64 division by zero truncated, the
+    fifth TPU run)."""
     def rule(x):
-        return fn(x) if is_float(x) else x
+        return jnp.where(jnp.isfinite(x), fn(x), x) if is_float(x) else x
     return rule
 
 
-lowers("aten.floor.default", promote="same")(_float_only(jnp.floor))
-lowers("aten.ceil.default", promote="same")(_float_only(jnp.ceil))
-lowers("aten.trunc.default", promote="same")(_float_only(jnp.trunc))
-lowers("aten.round.default", promote="same")(_float_only(jnp.round))
+lowers("aten.floor.default", promote="same")(finite_rounding(jnp.floor))
+lowers("aten.ceil.default", promote="same")(finite_rounding(jnp.ceil))
+lowers("aten.trunc.default", promote="same")(finite_rounding(jnp.trunc))
+lowers("aten.round.default", promote="same")(finite_rounding(jnp.round))
 
 
 @lowers("aten.round.decimals", promote="same")
@@ -515,14 +523,15 @@ def round_decimals(x, *, decimals=0):
         return x
     decimals = int(decimals)
     ten = jnp.asarray(10.0 ** (-decimals if decimals < 0 else decimals), x.dtype)
+    round_ = finite_rounding(jnp.round)
     if decimals < 0:
-        return jnp.round(x / ten) * ten
-    return jnp.round(x * ten) / ten
+        return round_(x / ten) * ten
+    return round_(x * ten) / ten
 
 
 @lowers("aten.frac.default", promote="same")
 def frac(x):
-    return x - jnp.trunc(x)
+    return x - finite_rounding(jnp.trunc)(x)
 
 
 # Min / max ----------------------------------------------------------------------------------

@@ -151,13 +151,22 @@ def _argkey(x):
 
 
 def arg_reduce(fn, x, dim, keepdim):
-    """argmax/argmin: first occurrence, NaN counts as the extreme (lax's arg reductions do both)."""
+    """argmax/argmin: first occurrence, NaN counts as the extreme. lax's arg reductions break ties
+    between equal values by index but not between NaNs, whichever the reduction order meets first
+    wins: XLA:TPU named the last NaN of a flattened tensor (the fifth TPU run), so the first NaN is
+    found on its own."""
     if x.ndim == 0:
         return jnp.zeros((), _I64)
-    if dim is None:
-        out = fn(_argkey(x).reshape(-1), axis=0)
-        return out.reshape((1,) * x.ndim).astype(_I64) if keepdim else out.astype(_I64)
-    return fn(_argkey(x), axis=int(dim) % x.ndim, keepdims=keepdim).astype(_I64)
+    key = _argkey(x) if dim is not None else _argkey(x).reshape(-1)
+    axis = 0 if dim is None else int(dim) % x.ndim
+    out = fn(key, axis=axis)
+    if jnp.issubdtype(key.dtype, jnp.floating):
+        nan = jnp.isnan(key)
+        out = jnp.where(jnp.any(nan, axis=axis), jnp.argmax(nan, axis=axis), out)
+    out = out.astype(_I64)
+    if keepdim:
+        out = out.reshape((1,) * x.ndim) if dim is None else jnp.expand_dims(out, axis)
+    return out
 
 
 @lowers("aten.argmax.default")

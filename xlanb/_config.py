@@ -38,6 +38,8 @@ class Config:
                                     # the op that made it (JAX's jax_debug_nans, per PyTorch op)
     compile_effort: str = "default"  # XLANB_COMPILE_EFFORT: default | fast (XLA optimizes less: shorter compiles,
                                     # maybe slower steps; runtime/stages.py)
+    host_memory_reuse: bool = True  # XLANB_HOST_MEMORY_REUSE=0 leaves glibc's malloc as it is, where xla:0 is a
+                                    # CPU (state.py: reuse_host_memory)
 
 
 COMPILE_EFFORTS = ("default", "fast")
@@ -64,6 +66,7 @@ def from_environ(environ=os.environ) -> Config:
         "XLANB_TRACEBACKS": ("tracebacks", str),
         "XLANB_DEBUG_NANS": ("debug_nans", _env_bool),
         "XLANB_COMPILE_EFFORT": ("compile_effort", str),
+        "XLANB_HOST_MEMORY_REUSE": ("host_memory_reuse", _env_bool),
     }
     values = {}
     for name, raw in environ.items():

@@ -16,12 +16,16 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import ctypes
+import importlib.metadata
+import importlib.util
+import os
 import threading
 import weakref
 
 import jax
 
-from xlanb._config import Config, config
+from xlanb._config import Config, config, fix_field
 from xlanb.events import EventLog
 
 
@@ -35,6 +39,9 @@ class Runtime:
         # counts a destroyed tensor (compat) may run inside a garbage collection on a thread holding it
         self.lock = threading.RLock()
         self._jax_devices: dict = {}           # platform -> jax devices (jax.devices is slow to call)
+        # whether glibc's malloc was set for XLA's CPU temporaries (reuse_host_memory); None until
+        # xla:0 is first found to be a CPU. A process setting: reset() keeps it
+        self.host_memory: bool | None = None
         # None until asked: whether the process has more than one device, so a buffer can be sharded
         # (the eager fast path checks shardings only then); a mirror of JAX, like _jax_devices
         self.several_devices: bool | None = None
@@ -164,6 +171,9 @@ class Runtime:
         platform = config().platform or None
         devices = self._jax_devices.get(platform)
         if devices is None:
+            if self.host_memory is None:
+                fix_field("host_memory_reuse", "glibc's malloc is set once, before XLA's threads allocate")
+                self.host_memory = config().host_memory_reuse and cpu_only(platform) and reuse_host_memory()
             # this process's devices: across processes (jax.distributed) devices()[0] may be another's
             devices = self._jax_devices[platform] = jax.local_devices(backend=platform)
         return devices[0]
@@ -269,3 +279,45 @@ def runtime_state() -> Runtime:
 
 
 emit = _runtime.log.emit     # the log object lives as long as the process: safe to bind
+
+
+# XLA's CPU client allocates each execution's temporaries with posix_memalign on its worker threads
+# (W7's replayed step: 113 MiB). glibc serves an allocation that large on a thread other than the
+# main one with a fresh mmap each time (a thread arena's heaps stop at 64 MiB) and gives it back at
+# the free, so the kernel maps and zeroes every page again at each execution: W7's replayed step
+# took 29,000 page faults and 143 ms; from one heap that keeps its free memory, none and 113 ms
+# (docs/performance.md). mallopt's parameters: every thread that has not allocated yet shares the
+# main arena (M_ARENA_MAX 1), which takes no allocation from mmap (M_MMAP_MAX 0) and keeps up to
+# 1 GiB free at its top (M_TRIM_THRESHOLD).
+_M_TRIM_THRESHOLD, _M_MMAP_MAX, _M_ARENA_MAX = -1, -4, -8
+HOST_MALLOC = ((_M_ARENA_MAX, 1), (_M_MMAP_MAX, 0), (_M_TRIM_THRESHOLD, 1 << 30))
+
+
+def cpu_only(platform: str | None) -> bool:
+    """Whether xla:0 will be a CPU and JAX has not started its backends yet (their threads would keep
+    the arenas they have): `platform` "cpu", or JAX's default where no TPU or GPU plugin is installed
+    (an accelerator's host threads are left to glibc's defaults)."""
+    from jax._src import xla_bridge
+    if xla_bridge.backends_are_initialized():
+        return False
+    if platform == "cpu" or os.environ.get("JAX_PLATFORMS", "").strip() == "cpu":
+        return True
+    if platform is not None or importlib.util.find_spec("libtpu") is not None:
+        return False
+    return not any(importlib.metadata.entry_points(group="jax_plugins")) and importlib.util.find_spec("jax_plugins") is None
+
+
+def reuse_host_memory() -> bool:
+    """Sets glibc's malloc as HOST_MALLOC says; whether it was set (False off glibc). Threads that
+    have allocated already keep their arenas, so it is called when xla:0 is first found to be a CPU,
+    before XLA's threads have run anything (`Runtime.jax_device`); XLANB_HOST_MEMORY_REUSE=0 leaves
+    the allocator alone. Freed host memory stays in the process, up to 1 GiB at the heap's top."""
+    try:
+        glibc = os.confstr("CS_GNU_LIBC_VERSION")
+    except (AttributeError, ValueError, OSError):
+        glibc = None
+    if not glibc:
+        return False
+    mallopt = getattr(ctypes.CDLL(None), "mallopt", None)
+    return mallopt is not None and all(mallopt(param, value) == 1 for param, value in HOST_MALLOC)
+

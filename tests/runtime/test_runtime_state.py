@@ -36,7 +36,8 @@ def test_every_config_field_has_a_test_here():
               "max_frames", "special_scalars", "memory_warning", "slow_compile",   # these two: tests/notebook
               "tracebacks",                                                          # tests/capture/test_tracebacks.py
               "debug_nans",                                                          # tests/runtime/test_debug_nans.py
-              "compile_effort"}                                                      # tests/runtime/test_compile_effort.py
+              "compile_effort",                                                      # tests/runtime/test_compile_effort.py
+              "host_memory_reuse"}                                                   # tests/runtime/test_host_memory.py
     assert {f.name for f in dataclasses.fields(Config)} == tested
 
 
@@ -193,7 +194,7 @@ def test_without_special_scalars_0_and_1_share_one_graph_with_other_ints():
 # --- 2. xlanb.reset() gives a fresh runtime ---------------------------------------------------
 
 # set once (or owned by whoever subscribed or opened them) and kept by reset()
-SURVIVORS = {"log", "device", "lock", "_jax_devices", "several_devices", "location_namer", "want_texts",
+SURVIVORS = {"log", "device", "lock", "_jax_devices", "host_memory", "several_devices", "location_namer", "want_texts",
              "module_hooks", "global_mesh", "op_listener", "tensor_listener",
              "manual_used"}
 

@@ -304,7 +304,8 @@ def cpu_only(platform: str | None) -> bool:
         return True
     if platform is not None or importlib.util.find_spec("libtpu") is not None:
         return False
-    return not any(importlib.metadata.entry_points(group="jax_plugins")) and importlib.util.find_spec("jax_plugins") is None
+    plugins = any(importlib.metadata.entry_points(group="jax_plugins")) or importlib.util.find_spec("jax_plugins")
+    return not plugins
 
 
 def reuse_host_memory() -> bool:

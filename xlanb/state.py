@@ -312,7 +312,8 @@ def reuse_host_memory() -> bool:
     """Sets glibc's malloc as HOST_MALLOC says; whether it was set (False off glibc). Threads that
     have allocated already keep their arenas, so it is called when xla:0 is first found to be a CPU,
     before XLA's threads have run anything (`Runtime.jax_device`); XLANB_HOST_MEMORY_REUSE=0 leaves
-    the allocator alone. Freed host memory stays in the process, up to 1 GiB at the heap's top."""
+    the allocator alone. Freed host memory stays in the process (a notebook gives it back after each
+cell: release_host_memory)."""
     try:
         glibc = os.confstr("CS_GNU_LIBC_VERSION")
     except (AttributeError, ValueError, OSError):
@@ -321,4 +322,14 @@ def reuse_host_memory() -> bool:
         return False
     mallopt = getattr(ctypes.CDLL(None), "mallopt", None)
     return mallopt is not None and all(mallopt(param, value) == 1 for param, value in HOST_MALLOC)
+
+
+def release_host_memory() -> None:
+    """Gives the heap's free pages back to the system (glibc's malloc_trim; 21 ms after W7's steps,
+    340 MiB). With reuse_host_memory's settings freed host memory stays in the process, a large CPU
+    tensor's too; the notebook calls this after each cell that ran on the device, so the steps of one
+    cell reuse their temporaries and a freed CPU copy of a model does not stay."""
+    trim = getattr(ctypes.CDLL(None), "malloc_trim", None)
+    if trim is not None:
+        trim(0)
 

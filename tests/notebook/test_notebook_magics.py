@@ -103,6 +103,24 @@ def test_report_after_runtime_cells_and_none_after_plain_python(cell):
     assert cell("(x4 @ x4).sum()").reports
 
 
+@pytest.mark.parametrize("style", ["on", "off"])
+def test_host_memory_goes_back_after_a_cell_that_ran_on_the_device(cell, monkeypatch, style):
+    from xlanb.notebook import extension
+    released = []
+    monkeypatch.setattr(extension, "release_host_memory", lambda: released.append(1))
+    monkeypatch.setattr(runtime_state(), "host_memory", True)
+    cell(SETUP)
+    cell(f"%xla_report {style}")
+    released.clear()
+    cell("(x4 @ x4).sum()")
+    assert released == [1]                        # whatever the report style
+    cell("a = [i * i for i in range(10)]")
+    assert released == [1]                        # plain Python: nothing to give back
+    monkeypatch.setattr(runtime_state(), "host_memory", False)
+    cell("(x5 @ x5).sum()")
+    assert released == [1]                        # malloc left as glibc's: nothing either
+
+
 def test_report_has_four_consistent_representations(cell):
     cell(SETUP)
     c = cell("%%xla_compile --name mm\ny = (x4 @ x4).relu().sum()\ny")

@@ -15,7 +15,7 @@ from xlanb.notebook.failure import failure_of
 from xlanb.notebook.memory import memory_report
 from xlanb.report import CellContext, Cells, build_report, location_text
 from xlanb.report.build import relocate
-from xlanb.state import runtime_state
+from xlanb.state import release_host_memory, runtime_state
 
 _rt = runtime_state()
 RUNTIME_MAGICS = ("xla_env", "xla_reset", "xla_debug", "xla_config", "xla_compat")
@@ -114,6 +114,13 @@ class Extension:
             return
         cell.scopes.close()
         self.progress.stop()
+        try:
+            self.report(cell, result)
+        finally:
+            if _rt.host_memory and hooks.since(cell.mark):     # it ran on the device: freed host memory goes back
+                release_host_memory()
+
+    def report(self, cell: CellRun, result) -> None:
         style = config().report
         if style == "off":
             return

@@ -29,6 +29,8 @@ def test_env_reports_platform_versions_cache_extension_and_colab(cell):
     assert "(no libtpu)" in text and "compatible: yes" in text
     assert "float32 matmul precision: highest (XLA HIGHEST; torch.set_float32_matmul_precision changes it)" in text
     assert f"compilation cache: {config().cache_dir}" in text
+    assert ("host memory: XLA's temporaries kept between executions" if xlanb.runtime_state().host_memory
+            else "host memory: the C library's defaults") in text
     assert "JupyterLab extension: enabled" in text and "Colab: no" in text
     assert "config: cache_size=" in text and "memory_warning=" in text
     env = environment()
@@ -142,3 +144,13 @@ def test_config_debug_nans_names_the_op_at_its_cell_line(cell):
         assert " line 2 in graph " in str(c.error)
     finally:
         set_config(debug_nans=False)
+
+
+@pytest.mark.parametrize("reused", [True, False, None])
+def test_env_says_whether_host_memory_is_kept_for_xla(reused):
+    import dataclasses
+    from xlanb.notebook import environment as envmod
+    text = envmod.environment_text(dataclasses.replace(envmod.environment(), host_memory=reused))
+    expected = ("host memory: XLA's temporaries kept between executions (glibc's malloc set; "
+                "XLANB_HOST_MEMORY_REUSE=0 leaves it)" if reused else "host memory: the C library's defaults")
+    assert expected in text

@@ -71,6 +71,7 @@ class Environment:
     colab: bool
     problems: tuple[str, ...]          # what is wrong, each with what to do
     matmul_precision: str = "highest"  # torch.get_float32_matmul_precision(): float32 dots and convolutions
+    host_memory: bool | None = None    # Runtime.host_memory: glibc's malloc set for XLA's CPU temporaries
 
     @property
     def ok(self) -> bool:
@@ -120,7 +121,8 @@ def environment() -> Environment:
     cache_dir = cfg.cache_dir
     files, size = _dir_size(cache_dir) if cfg.persistent_cache and os.path.isdir(cache_dir) else (0, 0)
     return Environment(platform, kind, count, versions, dataclasses.asdict(cfg), cache_dir, files, size,
-                       installed, enabled, where, colab, tuple(problems), matmul_precision())
+                       installed, enabled, where, colab, tuple(problems), matmul_precision(),
+                       runtime_state().host_memory)
 
 
 def environment_text(env: Environment) -> str:
@@ -137,6 +139,8 @@ def environment_text(env: Environment) -> str:
         "torch.set_float32_matmul_precision changes it)",
         f"compilation cache: {env.cache_dir} ({env.cache_files} files, {format_bytes(env.cache_bytes)})"
         + ("" if env.config.get("persistent_cache") else " (off)"),
+        "host memory: " + ("XLA's temporaries kept between executions (glibc's malloc set; "
+                           "XLANB_HOST_MEMORY_REUSE=0 leaves it)" if env.host_memory else "the C library's defaults"),
         "JupyterLab extension: " + (("enabled" if env.extension_enabled else "disabled") + f" ({env.extension_path})"
                                     if env.extension_installed else "not installed"),
         f"Colab: {'yes' if env.colab else 'no'}",

@@ -298,11 +298,11 @@ def cpu_only(platform: str | None) -> bool:
     the arenas they have): `platform` "cpu", or JAX's default where no TPU or GPU plugin is installed
     (an accelerator's host threads are left to glibc's defaults)."""
     from jax._src import xla_bridge
-    if xla_bridge.backends_are_initialized():
+    if platform not in (None, "cpu") or xla_bridge.backends_are_initialized():
         return False
     if platform == "cpu" or os.environ.get("JAX_PLATFORMS", "").strip() == "cpu":
         return True
-    if platform is not None or importlib.util.find_spec("libtpu") is not None:
+    if importlib.util.find_spec("libtpu") is not None:
         return False
     plugins = any(importlib.metadata.entry_points(group="jax_plugins")) or importlib.util.find_spec("jax_plugins")
     return not plugins
@@ -310,10 +310,10 @@ def cpu_only(platform: str | None) -> bool:
 
 def reuse_host_memory() -> bool:
     """Sets glibc's malloc as HOST_MALLOC says; whether it was set (False off glibc). Threads that
-    have allocated already keep their arenas, so it is called when xla:0 is first found to be a CPU,
-    before XLA's threads have run anything (`Runtime.jax_device`); XLANB_HOST_MEMORY_REUSE=0 leaves
-    the allocator alone. Freed host memory stays in the process (a notebook gives it back after each
-cell: release_host_memory)."""
+    have allocated already keep their arenas, so `Runtime.jax_device` calls it before JAX starts its
+    backends, where `cpu_only` says xla:0 will be a CPU; XLANB_HOST_MEMORY_REUSE=0 leaves the
+    allocator alone. Freed host memory stays in the process (a notebook gives it back after each
+    cell: release_host_memory)."""
     try:
         glibc = os.confstr("CS_GNU_LIBC_VERSION")
     except (AttributeError, ValueError, OSError):

@@ -84,3 +84,11 @@ def test_an_executions_temporaries_are_not_mapped_again_each_time(tmp_path):
         faults[reuse] = int(count)
     # jax 0.10.2: 28,836 faults a run against 557,447; jax 0.12.0.1, whose XLA maps less: 10,436 against 27,287
     assert faults["0"] > 0 and faults["1"] * 2 <= faults["0"], faults
+
+
+def test_an_accelerator_platform_is_never_set(monkeypatch):
+    from jax._src import xla_bridge
+    monkeypatch.setattr(xla_bridge, "backends_are_initialized", lambda: False)
+    monkeypatch.setenv("JAX_PLATFORMS", "cpu")
+    assert state.cpu_only("cpu") is True
+    assert state.cpu_only("tpu") is False and state.cpu_only("gpu") is False    # whatever JAX_PLATFORMS says

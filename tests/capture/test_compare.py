@@ -193,7 +193,7 @@ def test_an_op_that_scales_a_difference_under_the_tolerance_inherits_it(mode):
                                                     ("aten.mul.Tensor", "inherited")], cmp.table()
     assert cmp.first_divergence is None and not cmp.ok
     assert cmp.rows[1].max_abs == pytest.approx(4e-3, rel=2e-2)
-    torch.testing.assert_close(y.cpu(), (torch.linspace(-1, 1, 16) + 4e-6) * 1000.0)
+    assert_close(y.cpu(), (torch.linspace(-1, 1, 16) + 4e-6) * 1000.0)
 
 
 def test_an_in_place_op_is_re_run_on_the_value_it_overwrote(mode):
@@ -205,7 +205,7 @@ def test_an_in_place_op_is_re_run_on_the_value_it_overwrote(mode):
         y.mul_(1000.0)
     assert [(r.op, r.status) for r in cmp.rows] == [("xlanb_cmp.nudged.default", "ok"),
                                                     ("aten.mul_.Tensor", "inherited")], cmp.table()
-    torch.testing.assert_close(y.cpu(), (torch.linspace(-1, 1, 16) + 4e-6) * 1000.0)
+    assert_close(y.cpu(), (torch.linspace(-1, 1, 16) + 4e-6) * 1000.0)
 
 
 def test_a_second_wrong_op_after_the_first_is_introduced_too(mode):
@@ -218,7 +218,7 @@ def test_a_second_wrong_op_after_the_first_is_introduced_too(mode):
                                                     ("aten.add.Tensor", "inherited"),
                                                     ("xlanb_cmp.scaled.default", "introduced")], cmp.table()
     assert cmp.first_divergence is cmp.rows[0]
-    torch.testing.assert_close(y.cpu(), (x.cpu() * 2.01 + 1.0) * 2.01)
+    assert_close(y.cpu(), (x.cpu() * 2.01 + 1.0) * 2.01)
 
 
 def test_clean_region_is_ok_and_emits_one_event(mode):

@@ -9,6 +9,7 @@ import pytest
 import torch
 
 import xlanb
+from helpers import assert_close
 
 CASES = {
     "randperm of more than float16 counts exactly": lambda d: torch.randperm(3000, dtype=torch.float16, device=d),
@@ -46,7 +47,7 @@ def test_xla_refuses_what_cpu_refuses(name):
     else:
         assert xla[0] == "value" and xla[1].shape == cpu[1].shape and xla[1].dtype == cpu[1].dtype
         if name != "arange of int8 to 300":       # its wrap-around past 127 is C++'s to define
-            torch.testing.assert_close(xla[1], cpu[1], rtol=0, atol=0)
+            assert_close(xla[1], cpu[1], rtol=0, atol=0)
 
 
 def test_a_call_is_asked_once_and_a_large_one_not_made_on_cpu(monkeypatch):

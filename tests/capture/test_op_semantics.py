@@ -10,7 +10,7 @@ import xlanb
 from xlanb import events
 from xlanb.capture.tensor import LazyTensor
 from xlanb.lower import registry
-from helpers import PLATFORM, same_values
+from helpers import PLATFORM, assert_close, same_values
 
 XLA = "xla"
 
@@ -19,7 +19,7 @@ def test_matmul_vector_matrix_has_torch_shape():
     a, b = torch.randn(10), torch.randn(10, 5)
     out = a.to(XLA) @ b.to(XLA)              # ATen: unsqueeze, mm, squeeze_ (an in-place view)
     assert out.shape == (5,)
-    torch.testing.assert_close(out.cpu(), a @ b)
+    assert_close(out.cpu(), a @ b)
 
 
 @pytest.mark.parametrize("op,args", [("unsqueeze_", (0,)), ("squeeze_", (0,)), ("t_", ()), ("transpose_", (0, 2)),
@@ -31,8 +31,8 @@ def test_inplace_view_ops_change_shape(op, args):
     out = getattr(lazy, op)(*args)
     assert out is lazy
     assert lazy.shape == x.shape and lazy.stride() == x.stride()
-    torch.testing.assert_close(lazy.cpu(), x)
-    torch.testing.assert_close((lazy * 2).cpu(), x * 2)
+    assert_close(lazy.cpu(), x)
+    assert_close((lazy * 2).cpu(), x * 2)
 
 
 def test_inplace_view_keeps_autograd():
@@ -42,16 +42,16 @@ def test_inplace_view_keeps_autograd():
     y = (wx * 3).unsqueeze_(0)
     assert y.shape == (1, 4)
     y.sum().backward()
-    torch.testing.assert_close(wx.grad.cpu(), w.grad)
+    assert_close(wx.grad.cpu(), w.grad)
 
 
 def test_resize_shrinks_and_grows_as_cpu():
     z = torch.arange(12.0, device=XLA)
     z.resize_(2, 3)
-    torch.testing.assert_close(z.cpu(), torch.arange(6.0).reshape(2, 3))
+    assert_close(z.cpu(), torch.arange(6.0).reshape(2, 3))
     z.resize_(5, 5)                          # a new storage: the old elements first
     assert z.shape == (5, 5)
-    torch.testing.assert_close(z.reshape(-1)[:12].cpu(), torch.arange(12.0))
+    assert_close(z.reshape(-1)[:12].cpu(), torch.arange(12.0))
 
 
 def test_out_tensor_of_another_shape_is_resized():
@@ -60,17 +60,17 @@ def test_out_tensor_of_another_shape_is_resized():
     with pytest.warns(UserWarning, match="An output with one or more elements was resized"):
         torch.add(a, a, out=out)
     assert out.shape == (3,)
-    torch.testing.assert_close(out.cpu(), 2 * a.cpu())
+    assert_close(out.cpu(), 2 * a.cpu())
     grown = torch.empty(0, device=XLA)
     torch.add(a, a, out=grown)
-    torch.testing.assert_close(grown.cpu(), 2 * a.cpu())
-    torch.testing.assert_close((a + 1).cpu(), a.cpu() + 1)     # nothing was left pending and broken
+    assert_close(grown.cpu(), 2 * a.cpu())
+    assert_close((a + 1).cpu(), a.cpu() + 1)     # nothing was left pending and broken
 
 
 def test_factory_out_variants():
     z = torch.empty(5, device=XLA)
     torch.arange(5, out=z)
-    torch.testing.assert_close(z.cpu(), torch.arange(5.0))
+    assert_close(z.cpu(), torch.arange(5.0))
     assert xlanb.metrics.executed_fallback_ops() == []
 
 
@@ -79,7 +79,7 @@ def test_inplace_ops_use_the_functional_overload_of_the_same_types():
     lazy = x.to(XLA)
     lazy.pow_(2.5)                        # pow_.Scalar -> pow.Tensor_Scalar (not pow.Scalar)
     lazy.pow_(torch.full((5,), 0.5, device=XLA))
-    torch.testing.assert_close(lazy.cpu(), x.pow(2.5).pow(0.5))
+    assert_close(lazy.cpu(), x.pow(2.5).pow(0.5))
     m = torch.tensor([3, 6], device=XLA)
     m &= torch.tensor([1, 2], device=XLA)  # __iand__ decomposes to bitwise_and_
     assert m.cpu().tolist() == [1, 2]
@@ -96,9 +96,9 @@ def test_data_dependent_ops_compute_on_device_after_one_count():
     x = torch.tensor([[0.0, 1.0, 2.0], [3.0, 0.0, 0.0]])
     lazy = x.to(XLA)
     mark = xlanb.runtime_state().log.mark()
-    torch.testing.assert_close(torch.nonzero(lazy).cpu(), torch.nonzero(x))
-    torch.testing.assert_close(lazy[lazy > 0.5].cpu(), x[x > 0.5])
-    torch.testing.assert_close(torch.masked_select(lazy, lazy > 0.5).cpu(), torch.masked_select(x, x > 0.5))
+    assert_close(torch.nonzero(lazy).cpu(), torch.nonzero(x))
+    assert_close(lazy[lazy > 0.5].cpu(), x[x > 0.5])
+    assert_close(torch.masked_select(lazy, lazy > 0.5).cpu(), torch.masked_select(x, x > 0.5))
     evs = xlanb.runtime_state().log.since(mark)
     assert any(isinstance(e, events.GraphCut) for e in evs)
     assert not [e for e in evs if isinstance(e, events.Fallback) and e.reason != "value access"]
@@ -118,7 +118,7 @@ def test_unique_and_repeat_interleave_count_once_then_stay_lazy():
     for a, b in zip(got + got_c + (rep,), torch.unique(x, return_inverse=True, return_counts=True)
                     + torch.unique_consecutive(x, return_inverse=True, return_counts=True)
                     + (torch.repeat_interleave(r),)):
-        torch.testing.assert_close(a.cpu(), b, equal_nan=True)
+        assert_close(a.cpu(), b, equal_nan=True)
     evs = xlanb.runtime_state().log.since(mark)
     assert not [e for e in evs if isinstance(e, events.Fallback) and e.reason != "value access"]
 
@@ -138,12 +138,12 @@ def test_boolean_mask_assignment():
         y, ly = x.clone(), x.to(XLA)
         y[y > 0.5] = value
         ly[ly > 0.5] = value.to(XLA) if isinstance(value, torch.Tensor) else value
-        torch.testing.assert_close(ly.cpu(), y)
+        assert_close(ly.cpu(), y)
     mask = torch.tensor([True, False, True])
     y, ly = x.clone(), x.to(XLA)
     y[:, mask] += 1
     ly[:, mask.to(XLA)] += 1
-    torch.testing.assert_close(ly.cpu(), y)
+    assert_close(ly.cpu(), y)
 
 
 def test_rng_state_fork_and_restore():
@@ -151,15 +151,15 @@ def test_rng_state_fork_and_restore():
     with torch.random.fork_rng(device_type=XLA):
         a = torch.rand(3, device=XLA)
     b = torch.rand(3, device=XLA)
-    torch.testing.assert_close(a.cpu(), b.cpu())
+    assert_close(a.cpu(), b.cpu())
     state = torch.xla.get_rng_state()
     c = torch.rand(3, device=XLA)
     xlanb.sync()
     torch.xla.set_rng_state(state)
     d = torch.rand(3, device=XLA)
-    torch.testing.assert_close(c.cpu(), d.cpu())
+    assert_close(c.cpu(), d.cpu())
     torch.xla.set_rng_state(state.cpu())
-    torch.testing.assert_close(torch.rand(3, device=XLA).cpu(), c.cpu())
+    assert_close(torch.rand(3, device=XLA).cpu(), c.cpu())
 
 
 def test_conj_views_read_back_resolved():
@@ -167,7 +167,7 @@ def test_conj_views_read_back_resolved():
     lx = x.detach().to(XLA).requires_grad_()
     (g,) = torch.autograd.grad(torch.fft.hfft(x, n=6).sum(), x)
     (lg,) = torch.autograd.grad(torch.fft.hfft(lx, n=6).sum(), lx)
-    torch.testing.assert_close(lg.cpu(), g, atol=1e-4, rtol=1e-4)
+    assert_close(lg.cpu(), g, atol=1e-4, rtol=1e-4)
 
 
 def test_batch_norm_eval_returns_empty_statistics():
@@ -176,7 +176,7 @@ def test_batch_norm_eval_returns_empty_statistics():
     ref = torch.native_batch_norm(x, w, w, rm, rv, False, 0.1, 1e-5)
     out = torch.native_batch_norm(*(t.to(XLA) for t in (x, w, w, rm, rv)), False, 0.1, 1e-5)
     assert [tuple(o.shape) for o in out] == [tuple(r.shape) for r in ref]
-    torch.testing.assert_close(out[0].cpu(), ref[0])
+    assert_close(out[0].cpu(), ref[0])
 
 
 def test_a_cpu_fallback_inside_a_pending_graph_keeps_64_bit_values():
@@ -209,7 +209,7 @@ def test_float64_crosses_a_host_call_as_two_float32s_where_the_platform_pairs_th
     expected = torch.ops.prims.bessel_i1e(grid * (1 + 2 ** -40))
     assert out.dtype == torch.float64
     # the result comes back as a float32 pair too: within 2**-48 of CPU's, where CPU's has 53 bits
-    torch.testing.assert_close(out.cpu(), expected, rtol=2 ** -47, atol=0)
+    assert_close(out.cpu(), expected, rtol=2 ** -47, atol=0)
     y = torch.ops.prims.sign(x) * 3                 # a result a pair holds exactly
     assert torch.equal(y.cpu(), torch.sign(grid) * 3)
     assert {"prims::bessel_i1e", "prims::sign"} <= set(xlanb.metrics.executed_fallback_ops())
@@ -251,4 +251,4 @@ def test_igamma_and_igammac_edge_cases_are_cpus():
     a = torch.tensor([0.0, 0.0, 1e-3, 1.0, inf, inf, 0.0, 1e3, 0.0, inf, -1.0, 2.0, 1.0])
     x = torch.tensor([1e-3, inf, 0.0, 0.0, 0.0, 1e3, 0.0, inf, 0.0, inf, 1.0, -1.0, 2.0])
     for f in (torch.igamma, torch.igammac):
-        torch.testing.assert_close(f(a.to(XLA), x.to(XLA)).cpu(), f(a, x), equal_nan=True)
+        assert_close(f(a.to(XLA), x.to(XLA)).cpu(), f(a, x), equal_nan=True)

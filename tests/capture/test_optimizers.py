@@ -6,7 +6,7 @@ import torch
 from torch.utils._foreach_utils import _get_foreach_kernels_supported_devices
 
 import xlanb
-from helpers import eager_compiles
+from helpers import assert_close, eager_compiles
 
 # torch offers its foreach path to the devices this lists: a renamed PrivateUse1 (torch >= 2.10), not
 # torch 2.9's own XLA device type, which xlanb takes there (capture/torch_versions.py)
@@ -50,7 +50,7 @@ def test_values_match_torch_cpu(name):
     got = _train(_model().to("xla"), OPTIMIZERS[name], x.to("xla"))
     # Adam divides by sqrt(v): a gradient's last-bit difference (a TPU's tanh) moves an update by ~1e-5
     for w, g in zip(want.parameters(), got.parameters()):
-        torch.testing.assert_close(g.cpu(), w.detach(), rtol=1e-4, atol=1e-4)
+        assert_close(g.cpu(), w.detach(), rtol=1e-4, atol=1e-4)
 
 
 @foreach_device

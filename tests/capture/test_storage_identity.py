@@ -8,6 +8,7 @@ import pytest
 import torch
 
 import xlanb  # noqa: F401 - the xla device
+from helpers import assert_close
 
 
 def identity(d):
@@ -46,7 +47,7 @@ def test_data_ptr_keeps_the_tensor_usable():
     p = x.data_ptr()
     x.add_(1)
     assert x.data_ptr() == p
-    torch.testing.assert_close(x.cpu(), torch.arange(4.0) + 1)
+    assert_close(x.cpu(), torch.arange(4.0) + 1)
 
 
 @pytest.mark.parametrize("d", ["cpu", "xla"])
@@ -103,7 +104,7 @@ def test_hf_save_pretrained_and_from_pretrained_round_trip(tmp_path):
         assert torch.equal(saved[name].cpu(), back[name].cpu()), name
     assert loaded.lm_head.weight.data_ptr() == loaded.transformer.wte.weight.data_ptr()     # still tied
     ids = torch.tensor([[1, 2, 3]], device="xla")
-    torch.testing.assert_close(loaded(ids).logits.cpu(), model(ids).logits.cpu())
+    assert_close(loaded(ids).logits.cpu(), model(ids).logits.cpu())
 
 
 @pytest.mark.parametrize("d", ["cpu", "xla"])

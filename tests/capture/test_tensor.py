@@ -8,6 +8,7 @@ import torch
 import torch.nn as nn
 
 import xlanb
+from helpers import assert_close
 
 
 def test_device_is_xla_0():
@@ -32,7 +33,7 @@ def test_factories_match_cpu(make, expected):
     got = make("xla")
     assert got.device.type == "xla"
     assert got.dtype == expected.dtype
-    torch.testing.assert_close(got.cpu(), expected)
+    assert_close(got.cpu(), expected)
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.int64, torch.int32, torch.bool,
@@ -79,9 +80,9 @@ def test_views_and_writes_through_them_match_cpu():
     ref[0] = 3.0
     x[:, -1] = torch.arange(4.0)
     ref[:, -1] = torch.arange(4.0)
-    torch.testing.assert_close(x.cpu(), ref)
+    assert_close(x.cpu(), ref)
     v = x[1:3]
-    torch.testing.assert_close(v.cpu(), ref[1:3])
+    assert_close(v.cpu(), ref[1:3])
     assert x.t().is_contiguous() is False
 
 
@@ -101,7 +102,7 @@ def test_module_to_and_state_dict_round_trip(tmp_path):
     assert all(p.device.type == "xla" for p in model.parameters())
     assert all(isinstance(p, nn.Parameter) for p in model.parameters())
     x = torch.randn(5, 3)
-    torch.testing.assert_close(model(x.to("xla")).cpu(), ref(x), rtol=1e-5, atol=1e-6)
+    assert_close(model(x.to("xla")).cpu(), ref(x), rtol=1e-5, atol=1e-6)
 
     buffer = io.BytesIO()
     torch.save(model.state_dict(), buffer)          # saved as CPU tensors
@@ -110,7 +111,7 @@ def test_module_to_and_state_dict_round_trip(tmp_path):
     assert all(t.device.type == "cpu" for t in loaded.values())
     fresh = nn.Sequential(nn.Linear(3, 4), nn.ReLU(), nn.Linear(4, 2)).to("xla")
     fresh.load_state_dict(loaded)
-    torch.testing.assert_close(fresh(x.to("xla")).cpu(), ref(x), rtol=1e-5, atol=1e-6)
+    assert_close(fresh(x.to("xla")).cpu(), ref(x), rtol=1e-5, atol=1e-6)
 
 
 def test_deepcopy_is_an_independent_copy():
@@ -120,7 +121,7 @@ def test_deepcopy_is_an_independent_copy():
     with torch.no_grad():
         model.weight.add_(1.0)
     assert not torch.equal(model.weight.cpu(), twin.weight.cpu())
-    torch.testing.assert_close(model.weight.cpu(), twin.weight.cpu() + 1.0)
+    assert_close(model.weight.cpu(), twin.weight.cpu() + 1.0)
 
 
 def test_mixing_a_cpu_scalar_tensor_works():

@@ -8,6 +8,7 @@ import torch
 
 from xlanb.capture import torch_versions
 from xlanb.capture.tensor import LazyTensor
+from helpers import assert_close
 
 
 def _solve_grads(device, make_a):
@@ -27,7 +28,7 @@ def test_solve_and_its_gradients_match_cpu_whatever_the_layout(layout):
     factors: a wrong choice gives wrong gradients, not an error."""
     make_a = (lambda a: a) if layout == "contiguous" else (lambda a: a.mT)
     for cpu, xla in zip(_solve_grads("cpu", make_a), _solve_grads("xla", make_a)):
-        torch.testing.assert_close(xla, cpu)
+        assert_close(xla, cpu)
 
 
 def test_tensors_made_without_an_index_are_on_device_zero():
@@ -142,7 +143,7 @@ def test_a_collection_leaves_a_tensor_autograd_saved_whole():
         gc.collect()
         z.backward()
         grads.append(x.grad.cpu())
-    torch.testing.assert_close(grads[1], grads[0])
+    assert_close(grads[1], grads[0])
 
 
 def test_garbage_cycles_through_lazy_tensors_are_still_freed():

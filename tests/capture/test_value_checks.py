@@ -5,6 +5,7 @@ Python number, at the next value read when the graph computes them (capture/boun
 import pytest
 import torch
 import torch.nn.functional as F
+from helpers import assert_close
 
 NAN, INF = float("nan"), float("inf")
 
@@ -51,7 +52,7 @@ def test_out_of_range_float_argument_raises_cpu_error(op, values):
     pending = _outcome(op, "xla", values, True)                  # pending: at the value read
     if cpu[0] == "ok" and op == "binary_cross_entropy":
         assert xla[0] == pending[0] == "ok"
-        torch.testing.assert_close(torch.tensor(xla[1]), torch.tensor(cpu[1]))
+        assert_close(torch.tensor(xla[1]), torch.tensor(cpu[1]))
     else:
         assert xla == cpu and pending == cpu
 
@@ -125,7 +126,7 @@ def test_linalg_on_a_singular_or_indefinite_matrix_raises_cpu_error(op, matrix):
     for pending in (False, True):
         xla = _cpu_or_xla(f, "xla", pending)
         if cpu[0] == "ok":
-            torch.testing.assert_close(torch.tensor(xla[1]), torch.tensor(cpu[1]))
+            assert_close(torch.tensor(xla[1]), torch.tensor(cpu[1]))
         else:
             assert xla == cpu                   # LinAlgError where CPU raises it (its type's name compared)
 
@@ -179,4 +180,4 @@ def test_quantile_keeps_its_gradient():
     xl = x.detach().to("xla").requires_grad_()
     torch.quantile(x, torch.tensor([0.3]), dim=1).sum().backward()
     torch.quantile(xl, torch.tensor([0.3], device="xla"), dim=1).sum().backward()
-    torch.testing.assert_close(xl.grad.cpu(), x.grad)
+    assert_close(xl.grad.cpu(), x.grad)

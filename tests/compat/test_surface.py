@@ -9,6 +9,7 @@ import torch
 
 import xlanb
 from xlanb.capture.tensor import base_node
+from helpers import assert_close
 
 pytestmark = pytest.mark.usefixtures("compat")
 
@@ -274,9 +275,9 @@ def test_optimizer_step_with_barrier_matches_cpu_and_marks_the_step():
     losses, params = _train(lambda opt: returned.append(xm.optimizer_step(opt, barrier=True)), "xla")
     cpu_losses, cpu_params = _train(lambda opt: opt.step(), "cpu")
     assert returned == [None, None, None] and met.counter_value("MarkStep") == 3
-    torch.testing.assert_close(losses, cpu_losses, rtol=1e-5, atol=1e-6)
+    assert_close(losses, cpu_losses, rtol=1e-5, atol=1e-6)
     for p, q in zip(params, cpu_params):
-        torch.testing.assert_close(p, q, rtol=1e-5, atol=1e-6)
+        assert_close(p, q, rtol=1e-5, atol=1e-6)
 
 
 def test_optimizer_step_passes_optimizer_args():
@@ -320,9 +321,9 @@ def test_rng_state_is_an_int_that_restores_the_stream():
     assert isinstance(state, int) and state != 1234
     second = torch.rand(4, device="xla").cpu()
     xm.set_rng_state(state)
-    torch.testing.assert_close(torch.rand(4, device="xla").cpu(), second, rtol=0, atol=0)
+    assert_close(torch.rand(4, device="xla").cpu(), second, rtol=0, atol=0)
     torch_xla.manual_seed(1234)
-    torch.testing.assert_close(torch.rand(4, device="xla").cpu(), first, rtol=0, atol=0)
+    assert_close(torch.rand(4, device="xla").cpu(), first, rtol=0, atol=0)
 
 
 def test_save_writes_cpu_copies(tmp_path):
@@ -333,7 +334,7 @@ def test_save_writes_cpu_copies(tmp_path):
     loaded = torch.load(path)
     assert loaded["step"] == 3 and loaded["t"][0].device.type == "cpu" and loaded["t"][0].tolist() == [0, 1, 2]
     assert all(v.device.type == "cpu" for v in loaded["state"].values())
-    torch.testing.assert_close(loaded["state"]["weight"], model.weight.detach().cpu())
+    assert_close(loaded["state"]["weight"], model.weight.detach().cpu())
     buf = io.BytesIO()
     xm.save(torch.ones(2, device="xla"), buf, master_only=False)
     buf.seek(0)
@@ -494,7 +495,7 @@ def test_training_script_helpers():
     model = torch.nn.Linear(2, 2).to("xla")
     before = model.weight.detach().cpu()
     xm.broadcast_master_param(model)           # one replica: nothing changes
-    torch.testing.assert_close(model.weight.detach().cpu(), before)
+    assert_close(model.weight.detach().cpu(), before)
     assert test_utils.get_summary_writer("/tmp/unused") is None
     test_utils.write_to_summary(None, 0, {"a": 1.0})
     moved = xm.send_cpu_data_to_device([torch.ones(2), {"k": torch.zeros(1)}], "xla")
@@ -573,7 +574,7 @@ def test_xla_patched_linear_gives_linears_values_and_gradients(with_bias):
         results[device] = [y.detach().cpu(), x.grad.cpu(), w.grad.cpu()] + ([b.grad.cpu()] if with_bias else [])
         assert with_bias or b.grad is None
     for cpu, xla in zip(results["cpu"], results["xla"]):
-        torch.testing.assert_close(xla, cpu)
+        assert_close(xla, cpu)
 
 
 def test_apply_xla_patch_to_nn_linear_keeps_the_parameters_and_the_values():
@@ -589,7 +590,7 @@ def test_apply_xla_patch_to_nn_linear_keeps_the_parameters_and_the_values():
     assert isinstance(model[0], xs.EinsumLinear) and isinstance(model[2][0], xs.EinsumLinear)
     assert all(a is b for a, b in zip(model.parameters(), params, strict=True))     # the same tensors
     assert model[2][0].bias is None
-    torch.testing.assert_close(model(x.to("xla")).cpu(), expected)
+    assert_close(model(x.to("xla")).cpu(), expected)
 
 
 def test_apply_backward_optimization_barrier_puts_a_barrier_in_the_backward_and_keeps_the_gradients():
@@ -606,4 +607,4 @@ def test_apply_backward_optimization_barrier_puts_a_barrier_in_the_backward_and_
             assert text.count("stablehlo.optimization_barrier") == 1
         grads[device] = [p.grad.cpu() for p in model.parameters()]
     for cpu, xla in zip(grads["cpu"], grads["xla"]):
-        torch.testing.assert_close(xla, cpu)
+        assert_close(xla, cpu)

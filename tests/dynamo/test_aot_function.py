@@ -4,6 +4,7 @@ backward graph is an xla tensor, which AOT autograd accepts for the plain tensor
 
 import torch
 from functorch.compile import aot_function, make_boxed_func
+from helpers import assert_close
 
 
 def _body(x, w):
@@ -17,5 +18,5 @@ def test_forward_and_backward_match_cpu():
     y = compiled(x_cpu.to("xla"), w)
     y.sum().backward()
     _body(x_cpu, w_cpu).sum().backward()
-    torch.testing.assert_close(y.detach().cpu(), _body(x_cpu, w_cpu.detach()))
-    torch.testing.assert_close(w.grad.cpu(), w_cpu.grad)
+    assert_close(y.detach().cpu(), _body(x_cpu, w_cpu.detach()))
+    assert_close(w.grad.cpu(), w_cpu.grad)

@@ -10,6 +10,7 @@ import xlanb
 from models.test_training_parity import TinyGPT
 from nets import CNN, compiles, executions, mlp, of_type
 from xlanb import events, hooks
+from helpers import assert_close
 
 
 def run_compiled(model, *inputs):
@@ -27,7 +28,7 @@ def test_mlp_equals_cpu_and_repeats_compile_nothing():
         expected = model(x)
     mark = hooks.mark()
     out, compiled = run_compiled(model, x)
-    torch.testing.assert_close(out.cpu(), expected, rtol=1e-5, atol=1e-5)
+    assert_close(out.cpu(), expected, rtol=1e-5, atol=1e-5)
     first = hooks.since(mark)
     assert [e.path for e in of_type(first, events.DynamoGraph)] == ["macro"]
     assert compiles(first) == 1
@@ -35,7 +36,7 @@ def test_mlp_equals_cpu_and_repeats_compile_nothing():
     for _ in range(3):
         with torch.no_grad():
             out = compiled(x.to("xla"))
-        torch.testing.assert_close(out.cpu(), expected, rtol=1e-5, atol=1e-5)
+        assert_close(out.cpu(), expected, rtol=1e-5, atol=1e-5)
     again = hooks.since(mark)
     assert compiles(again) == 0 and executions(again) == 3
     assert of_type(again, events.DynamoGraph) == []
@@ -47,7 +48,7 @@ def test_cnn_equals_cpu_in_eval_mode():
     with torch.no_grad():
         expected = model(x)
     out, _ = run_compiled(model, x)
-    torch.testing.assert_close(out.cpu(), expected, rtol=1e-4, atol=1e-5)
+    assert_close(out.cpu(), expected, rtol=1e-4, atol=1e-5)
 
 
 def test_batchnorm_train_mode_updates_running_stats_lazily():
@@ -62,9 +63,9 @@ def test_batchnorm_train_mode_updates_running_stats_lazily():
         out = compiled(x.to("xla"))
         assert executions(hooks.since(mark)) == 0          # nothing ran yet
     xlanb.sync()
-    torch.testing.assert_close(out.cpu(), expected, rtol=1e-4, atol=1e-5)
+    assert_close(out.cpu(), expected, rtol=1e-4, atol=1e-5)
     for name in ("running_mean", "running_var", "num_batches_tracked"):
-        torch.testing.assert_close(getattr(dev.bn1, name).cpu(), getattr(model.bn1, name), rtol=1e-4, atol=1e-6)
+        assert_close(getattr(dev.bn1, name).cpu(), getattr(model.bn1, name), rtol=1e-4, atol=1e-6)
 
 
 def test_transformer_equals_cpu():
@@ -73,7 +74,7 @@ def test_transformer_equals_cpu():
     with torch.no_grad():
         expected = model(idx)
     out, _ = run_compiled(model, idx)
-    torch.testing.assert_close(out.cpu(), expected, rtol=1e-4, atol=1e-5)
+    assert_close(out.cpu(), expected, rtol=1e-4, atol=1e-5)
 
 
 def test_cache_size_1_with_two_alternating_functions_recompiles_instead_of_failing():
@@ -90,7 +91,7 @@ def test_cache_size_1_with_two_alternating_functions_recompiles_instead_of_faili
     with xlanb._config.override(cache_size=1):
         mark = hooks.mark()
         for c, f in ((c1, f1), (c2, f2), (c1, f1), (c2, f2)):
-            torch.testing.assert_close(c(xa, xb).cpu(), f(x, y))
+            assert_close(c(xa, xb).cpu(), f(x, y))
         log = hooks.since(mark)
     assert compiles(log) == 4                  # each call found the other's executable in the one slot
     recompiled = [e.recompile for e in of_type(log, events.Compile) if e.recompile is not None]
@@ -107,7 +108,7 @@ def test_pending_input_needs_no_extra_sync():
     pending = dev * 2 + 1                     # pending IR, not computed
     out = compiled(pending)
     assert executions(hooks.since(mark)) == 0           # neither the input nor the call ran anything
-    torch.testing.assert_close(out.cpu(), torch.cos(x * 2 + 1) + torch.sin(x * 2 + 1))
+    assert_close(out.cpu(), torch.cos(x * 2 + 1) + torch.sin(x * 2 + 1))
     log = hooks.since(mark)
     assert executions(log) == 1 and compiles(log) == 1  # one graph: the pending input and the FX graph
     syncs = of_type(log, events.Sync)
@@ -118,10 +119,10 @@ def test_repeat_calls_after_reset_and_clear_compile_again_from_the_kept_program(
     compiled = torch.compile(lambda a: (a @ a).relu().sum(), backend="xlanb")
     x = torch.randn(5, 5)
     expected = (x @ x).relu().sum()
-    torch.testing.assert_close(compiled(x.to("xla")).cpu(), expected)
+    assert_close(compiled(x.to("xla")).cpu(), expected)
     xlanb.runtime_state().cache.clear()
     mark = hooks.mark()
-    torch.testing.assert_close(compiled(x.to("xla")).cpu(), expected)
+    assert_close(compiled(x.to("xla")).cpu(), expected)
     log = hooks.since(mark)
     assert compiles(log) == 1 and of_type(log, events.DynamoGraph) == []
 
@@ -138,7 +139,7 @@ def test_a_value_read_inside_the_compiled_function_breaks_the_graph_and_runs_wha
         out = compiled(x.to("xla"))
         log = hooks.since(mark)
         assert [s.kind for s in of_type(log, events.Sync)] == ["value"]
-        torch.testing.assert_close(out.cpu(), f(x))
+        assert_close(out.cpu(), f(x))
     breaks = [e for e in xlanb.runtime_state().log.all() if isinstance(e, events.DynamoBreak)]
     # one break, at the branch: dynamo compiled none of the runtime's (or JAX's) frames that ran there
     assert [(e.kind, e.location) for e in breaks] == [("graph_break", f"test_inference.py:{f.__code__.co_firstlineno + 2}")]

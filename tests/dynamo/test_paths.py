@@ -15,6 +15,7 @@ import xlanb
 from custom_ops import FALLBACK_COUNTER, scale_shift
 from nets import executions, mlp, of_type
 from xlanb import events, hooks
+from helpers import assert_close
 
 
 def test_an_op_without_lowering_runs_on_cpu_inside_the_step():
@@ -26,7 +27,7 @@ def test_an_op_without_lowering_runs_on_cpu_inside_the_step():
     out = compiled(x.to("xla"))
     (graph,) = of_type(hooks.since(mark), events.DynamoGraph)
     assert graph.path == "macro" and graph.fallback_ops == ("xlanb_test.scale_shift.default",)
-    torch.testing.assert_close(out.cpu(), f(x))
+    assert_close(out.cpu(), f(x))
     assert xlanb.metrics.counter_value(FALLBACK_COUNTER) == 1
 
 
@@ -42,7 +43,7 @@ def test_eager_mode_results_and_one_executable_for_the_call():
         ran = [e for e in hooks.since(mark) if isinstance(e, events.Execute)]
         assert len(ran) == 1 and not ran[0].eager
         assert xlanb.runtime_state().pending == []
-        torch.testing.assert_close(out.cpu(), model(x), rtol=1e-5, atol=1e-5)
+        assert_close(out.cpu(), model(x), rtol=1e-5, atol=1e-5)
         assert executions(hooks.since(mark)) == 1
 
 
@@ -70,10 +71,10 @@ def test_compiled_autograd_captures_backward_and_keeps_one_executable():
             loss = compiled(dev, opts[1], xd, yd)
             xlanb.sync()
             runs.append(executions(hooks.since(mark)))
-            torch.testing.assert_close(loss.cpu(), expected, rtol=1e-4, atol=1e-5)
+            assert_close(loss.cpu(), expected, rtol=1e-4, atol=1e-5)
     assert runs == [1] * len(batches)
     for a, b in zip(dev.parameters(), cpu.parameters()):
-        torch.testing.assert_close(a.detach().cpu(), b.detach(), rtol=1e-4, atol=1e-5)
+        assert_close(a.detach().cpu(), b.detach(), rtol=1e-4, atol=1e-5)
 
 
 def test_cache_size_1_from_the_environment(tmp_path):
@@ -112,7 +113,7 @@ def test_module_scopes_do_not_break_a_compiled_module():
         out = compiled(x.to("xla"))
         found = hooks.since(mark)
         assert len(of_type(found, events.DynamoGraph)) == 1 and of_type(found, events.DynamoBreak) == []
-        torch.testing.assert_close(out.cpu(), model(x))
+        assert_close(out.cpu(), model(x))
         with hooks.recording_texts():
             mark = hooks.mark()
             y = dev(x.to("xla")).sum()
@@ -134,4 +135,4 @@ def test_module_scopes_do_not_break_a_compiled_function_that_calls_a_module():
         out = compiled(x.to("xla"))
         found = hooks.since(mark)
         assert len(of_type(found, events.DynamoGraph)) == 1 and of_type(found, events.DynamoBreak) == []
-    torch.testing.assert_close(out.cpu(), model(x) * 2)
+    assert_close(out.cpu(), model(x) * 2)

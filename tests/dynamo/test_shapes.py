@@ -7,6 +7,7 @@ import torch
 import xlanb
 from nets import compiles, executions, of_type
 from xlanb import events, hooks
+from helpers import assert_close
 
 
 def f(x):
@@ -20,7 +21,7 @@ def test_static_shapes_compile_once_per_shape_and_keep_old_shapes():
     for n in (4, 5, 4, 6, 5, 4):
         mark = hooks.mark()
         out = compiled(inputs[n].to("xla"))
-        torch.testing.assert_close(out.cpu(), f(inputs[n]))
+        assert_close(out.cpu(), f(inputs[n]))
         log = hooks.since(mark)
         per_call.append((compiles(log), len(of_type(log, events.DynamoGraph))))
     assert per_call == [(1, 1), (1, 1), (0, 0), (1, 1), (0, 0), (0, 0)]
@@ -34,7 +35,7 @@ def test_automatic_dynamic_shapes_replay_with_right_results():
     for n in (4, 5, 7, 5):
         x = torch.randn(n, 3)
         mark = hooks.mark()
-        torch.testing.assert_close(compiled(x.to("xla")).cpu(), f(x))
+        assert_close(compiled(x.to("xla")).cpu(), f(x))
         graphs = of_type(hooks.since(mark), events.DynamoGraph)
         if n == 5 and graphs:
             assert graphs[0].path == "replay" and "symbolic" in graphs[0].reason
@@ -48,7 +49,7 @@ def test_mark_dynamic_works_through_the_replay():
         dev = x.to("xla")
         torch._dynamo.mark_dynamic(dev, 0)
         mark = hooks.mark()
-        torch.testing.assert_close(compiled(dev).cpu(), f(x))
+        assert_close(compiled(dev).cpu(), f(x))
         log = hooks.since(mark)
         shapes_compiled.append(compiles(log))
         assert executions(log) == 1

@@ -13,6 +13,7 @@ import xlanb
 from models.test_training_parity import TinyGPT, assert_params_close, gpt_loss
 from nets import compiles, executions, of_type
 from xlanb import events, hooks
+from helpers import assert_close
 
 STEPS = 5
 
@@ -61,7 +62,7 @@ def run(step_fn, foreach=False):
         xlanb.sync()
         logs.append(hooks.since(mark))
         losses_d.append(loss.item())
-    torch.testing.assert_close(torch.tensor(losses_d), torch.tensor(losses_c), rtol=1e-3, atol=1e-5)
+    assert_close(torch.tensor(losses_d), torch.tensor(losses_c), rtol=1e-3, atol=1e-5)
     assert_params_close(dev, cpu)
     return dev, opt_d, logs
 

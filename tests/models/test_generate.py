@@ -11,6 +11,7 @@ import torch
 
 import xlanb
 from xlanb import events, generation, hooks
+from helpers import assert_close
 
 transformers = pytest.importorskip("transformers", reason="transformers (requirements-dev.txt) is not installed")
 
@@ -119,7 +120,7 @@ def test_the_warpers_keep_hfs_tokens_with_hfs_probabilities(temperature, top_k, 
     choice = generation._Choice(True, temperature, top_k, top_p, (), 0)
     got = generation.warp(logits.to("xla"), choice).softmax(dim=-1).cpu()
     assert torch.equal(got == 0, expected == 0)
-    torch.testing.assert_close(got, expected)
+    assert_close(got, expected)
 
 
 def test_bad_arguments_are_refused_before_anything_runs(models):

@@ -11,6 +11,7 @@ import xlanb
 from xlanb import events, hooks
 from xlanb._requirements import release
 from xlanb.report import build_report
+from helpers import PLATFORM, assert_close
 
 transformers = pytest.importorskip("transformers", reason="transformers (requirements-dev.txt) is not installed")
 
@@ -49,7 +50,7 @@ def test_forward_matches_cpu(arch):
         ref = model(ids, attention_mask=torch.ones_like(ids)).logits
         dev = copy.deepcopy(model).to("xla")
         out = dev(ids.to("xla"), attention_mask=torch.ones_like(ids).to("xla")).logits
-    torch.testing.assert_close(out.cpu(), ref, rtol=1e-4, atol=1e-5)
+    assert_close(out.cpu(), ref, rtol=1e-4, atol=1e-5)
     assert xlanb.metrics.executed_fallback_ops() == ["aten::_local_scalar_dense"]     # the mask read only
 
 
@@ -69,11 +70,25 @@ def test_three_adamw_steps_match_cpu(arch):
             opt.step()
             xlanb.sync()
             losses.append(loss.item())
-    torch.testing.assert_close(torch.tensor(losses_dev), torch.tensor(losses_cpu), rtol=1e-4, atol=1e-5)
+    assert_close(torch.tensor(losses_dev), torch.tensor(losses_cpu), rtol=1e-4, atol=1e-5)
     # Adam divides by sqrt(v): for the zero-initialised biases, whose gradients are tiny, float
     # rounding of the gradient moves the update by up to ~2e-5 (lr 1e-3): hence atol 5e-5
     for (name, p_dev), p_cpu in zip(dev.named_parameters(), cpu.parameters()):
-        torch.testing.assert_close(p_dev.detach().cpu(), p_cpu.detach(), rtol=1e-3, atol=5e-5, msg=name)
+        if PLATFORM == "cpu":
+            assert_close(p_dev.detach().cpu(), p_cpu.detach(), rtol=1e-3, atol=5e-5, msg=name)
+        else:
+            assert_adam_close(p_dev.detach().cpu(), p_cpu.detach(), lr=1e-3, steps=3, msg=name)
+
+
+def assert_adam_close(got: torch.Tensor, want: torch.Tensor, lr: float, steps: int, msg: str) -> None:
+    """Weights after `steps` Adam steps, on a platform whose arithmetic is not the CPU's. Adam's first
+    update of an element is lr * g / |g|: where the CPU's gradient is within the platform's rounding of
+    zero, the two may take opposite signs (the TPU v5e: 1 of GPT-2's 64,000 embedding gradients, 8.9e-9,
+    and 10 weights ~lr apart after 3 steps, the other 63,990 within 1e-3). A few such elements may differ
+    by up to the steps' whole movement; every other within the tolerance above."""
+    off = ~torch.isclose(got, want, rtol=1e-3, atol=5e-5)
+    assert off.sum() <= max(1, want.numel() // 1000), (msg, int(off.sum()), want.numel())
+    assert not off.any() or (got - want)[off].abs().max() <= 2 * lr * steps, msg
 
 
 def generate_both(arch: str, new_tokens: int, **kw):
@@ -162,7 +177,7 @@ def test_a_mask_derivable_from_shapes_cuts_no_graph_in_full_graph():
         with xlanb.compile(name="forward", full_graph=True):
             logits = dev(ids.to("xla"), attention_mask=torch.ones(1, 8, dtype=torch.long, device="xla")).logits
         ref = model(ids, attention_mask=torch.ones(1, 8, dtype=torch.long)).logits
-    torch.testing.assert_close(logits.cpu(), ref, rtol=1e-4, atol=1e-5)
+    assert_close(logits.cpu(), ref, rtol=1e-4, atol=1e-5)
     report = build_report(hooks.since(0))
     assert [f.kind for f in report.forced] == ["value"]
     assert "derivable from shapes (no graph cut)" in report.forced[0].cause

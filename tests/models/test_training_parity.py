@@ -9,14 +9,14 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 import xlanb
-from helpers import compiles
+from helpers import assert_close, compiles
 
 STEPS = 6
 
 
 def assert_params_close(model_xla, model_cpu, rtol=1e-3, atol=1e-5):
     for (name, p_xla), p_cpu in zip(model_xla.named_parameters(), model_cpu.parameters()):
-        torch.testing.assert_close(p_xla.detach().cpu(), p_cpu.detach(), rtol=rtol, atol=atol, msg=name)
+        assert_close(p_xla.detach().cpu(), p_cpu.detach(), rtol=rtol, atol=atol, msg=name)
 
 
 def train_both(model, make_opt, batches, loss_fn, make_sched=None, sync_compiles=None):
@@ -53,7 +53,7 @@ def test_mlp_sgd_momentum(foreach):
     cpu, dev, lc, ld = train_both(
         model, lambda p: torch.optim.SGD(p, lr=0.1, momentum=0.9, foreach=foreach), batches,
         lambda m, x, y: F.cross_entropy(m(x), y))
-    torch.testing.assert_close(torch.tensor(ld), torch.tensor(lc), rtol=1e-3, atol=1e-5)
+    assert_close(torch.tensor(ld), torch.tensor(lc), rtol=1e-3, atol=1e-5)
     assert_params_close(dev, cpu)
 
 
@@ -78,14 +78,14 @@ def test_cnn_batchnorm_sgd():
     batches = [(torch.randn(4, 3, 8, 8), torch.randint(0, 4, (4,))) for _ in range(STEPS)]
     cpu, dev, lc, ld = train_both(model, lambda p: torch.optim.SGD(p, lr=0.05), batches,
                                   lambda m, x, y: F.cross_entropy(m(x), y))
-    torch.testing.assert_close(torch.tensor(ld), torch.tensor(lc), rtol=1e-3, atol=1e-5)
+    assert_close(torch.tensor(ld), torch.tensor(lc), rtol=1e-3, atol=1e-5)
     assert_params_close(dev, cpu)
     for name in ("running_mean", "running_var", "num_batches_tracked"):
-        torch.testing.assert_close(getattr(dev.bn1, name).cpu(), getattr(cpu.bn1, name), rtol=1e-3, atol=1e-5)
+        assert_close(getattr(dev.bn1, name).cpu(), getattr(cpu.bn1, name), rtol=1e-3, atol=1e-5)
     dev.eval()
     cpu.eval()
     x = torch.randn(2, 3, 8, 8)
-    torch.testing.assert_close(dev(x.to("xla")).cpu(), cpu(x), rtol=1e-3, atol=1e-4)
+    assert_close(dev(x.to("xla")).cpu(), cpu(x), rtol=1e-3, atol=1e-4)
 
 
 class Block(nn.Module):
@@ -141,7 +141,7 @@ def test_gpt_adamw_lambdalr_compiles_nothing_after_step_2(foreach):
         model, lambda p: torch.optim.AdamW(p, lr=3e-3, weight_decay=0.1, foreach=foreach), batches, gpt_loss,
         make_sched=lambda o: torch.optim.lr_scheduler.LambdaLR(o, lambda s: 1.0 / math.sqrt(s + 1)),
         sync_compiles=compile_counts)
-    torch.testing.assert_close(torch.tensor(ld), torch.tensor(lc), rtol=1e-3, atol=1e-5)
+    assert_close(torch.tensor(ld), torch.tensor(lc), rtol=1e-3, atol=1e-5)
     assert_params_close(dev, cpu)
     assert dev.head.weight is dev.tok.weight
     assert compile_counts[-1] == compile_counts[1], f"compiles per step: {compile_counts}"
@@ -153,5 +153,5 @@ def test_adam_per_tensor_matches():
     batches = [(torch.randn(8, 8), torch.randn(8, 1)) for _ in range(STEPS)]
     cpu, dev, lc, ld = train_both(model, lambda p: torch.optim.Adam(p, lr=1e-2, foreach=False), batches,
                                   lambda m, x, y: F.mse_loss(m(x), y))
-    torch.testing.assert_close(torch.tensor(ld), torch.tensor(lc), rtol=1e-3, atol=1e-5)
+    assert_close(torch.tensor(ld), torch.tensor(lc), rtol=1e-3, atol=1e-5)
     assert_params_close(dev, cpu)

@@ -7,7 +7,7 @@ import torch
 
 import xlanb
 from custom_ops import FALLBACK_COUNTER, scale_shift
-from helpers import compiles, counter, eager_compiles, executes
+from helpers import assert_close, compiles, counter, eager_compiles, executes
 from xlanb.state import runtime_state
 
 
@@ -25,7 +25,7 @@ def test_compiled_function_in_eager_mode_counts_as_one_graph():
         r2 = f(t)
         assert executes() == 2 and counter("CachedCompile") == 1
         assert xlanb.is_eager_mode()
-        torch.testing.assert_close(r2.cpu(), t.cpu().sin().cos())
+        assert_close(r2.cpu(), t.cpu().sin().cos())
 
 
 def test_compile_in_lazy_mode_flushes_pending_work_first():

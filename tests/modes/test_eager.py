@@ -38,7 +38,7 @@ def test_logsumexp_twice_compiles_once_executes_twice(eager):
     assert eager_executes() == 2
     assert counter("CachedCompile") == 1
     assert compiles() == 0 and executes() == 0
-    torch.testing.assert_close(b.cpu(), torch.logsumexp(t.cpu(), 0))
+    assert_close(b.cpu(), torch.logsumexp(t.cpu(), 0))
 
 
 def test_new_scalar_does_not_recompile(eager):
@@ -47,7 +47,7 @@ def test_new_scalar_does_not_recompile(eager):
     a = t + 2.5
     b = t + 3.5
     assert eager_compiles() == 1 and eager_executes() == 2
-    torch.testing.assert_close(b.cpu(), t.cpu() + 3.5)
+    assert_close(b.cpu(), t.cpu() + 3.5)
 
 
 def test_in_place_op_is_one_compile_and_one_execute(eager):
@@ -63,11 +63,11 @@ def test_multi_output_ops_compile_once_for_all_outputs(eager, op):
     xlanb.metrics.clear_all()
     if op == "topk":
         values, indices = torch.topk(x, 2, dim=0)
-        torch.testing.assert_close(values.cpu(), torch.topk(x.cpu(), 2, dim=0).values)
+        assert_close(values.cpu(), torch.topk(x.cpu(), 2, dim=0).values)
     elif op == "svd":
         u, s, v = torch.svd(x)
         u, s, v = u.cpu(), s.cpu(), v.cpu()        # transfers only
-        torch.testing.assert_close((u * s) @ v.T, x.cpu(), rtol=1e-4, atol=1e-4)
+        assert_close((u * s) @ v.T, x.cpu(), rtol=1e-4, atol=1e-4)
     else:
         values, indices = torch.max(x, 0)
         assert indices.cpu().tolist() == torch.max(x.cpu(), 0).indices.tolist()
@@ -123,7 +123,7 @@ def test_repeated_op_replays_its_executable_with_exact_counters(eager):
     expected = [torch.arange(6.0) * s for s in (2.5, 3.5, 4.5)] + [torch.arange(6.0) + 1] * 2 \
         + [torch.arange(6.0) * 2] * 2 + [-torch.arange(6.0)] * 2
     for got, want in zip(outs, expected):
-        torch.testing.assert_close(got.cpu(), want)
+        assert_close(got.cpu(), want)
     assert xlanb.runtime_state().pending == []
 
 
@@ -196,10 +196,10 @@ def test_an_op_with_constant_arguments_replays_its_executable(eager, monkeypatch
         assert eager_compiles() - before == compiled, i      # the second time compiles nothing
         assert eager_executes() - runs == 1, i
         assert len(built) == (1 if i == 12 else 0), i        # and builds no graph (a keyword: the generic path)
-        torch.testing.assert_close(first.cpu(), op(base))
-        torch.testing.assert_close(second.cpu(), op(base))
+        assert_close(first.cpu(), op(base))
+        assert_close(second.cpu(), op(base))
     x.add_(1)                                                 # the next value of the same tensor: replayed on it
-    torch.testing.assert_close(x.sum(dim=0).cpu(), (base + 1).sum(dim=0))
+    assert_close(x.sum(dim=0).cpu(), (base + 1).sum(dim=0))
     with pytest.raises(IndexError) as xla_error:
         x.sum(dim=2)
     with pytest.raises(IndexError) as cpu_error:
@@ -242,10 +242,10 @@ def test_an_in_place_op_replays_its_write_by_key(eager, monkeypatch):
             result = op(*xla)
             expected = op(*cpu)
             assert built == [] and eager_executes() - runs == 1, (own, i)       # one launch, no graph
-            torch.testing.assert_close(xla[0].cpu(), cpu[0])
-            torch.testing.assert_close(result.cpu(), expected)
+            assert_close(xla[0].cpu(), cpu[0])
+            assert_close(result.cpu(), expected)
             if view is not None:
-                torch.testing.assert_close(view.cpu(), cpu[0][0])
+                assert_close(view.cpu(), cpu[0][0])
     ints = torch.arange(4).to("xla")
     ints.add_(1)
     ints.add_(1)
@@ -272,15 +272,15 @@ def test_fast_path_follows_the_cache_through_eviction_and_reset(eager):
         before = eager_compiles()
         c = x * 3.5                                      # fast key known, executable gone: compile again
         assert eager_compiles() == before + 1
-    torch.testing.assert_close(c.cpu(), torch.arange(4.0) * 3.5)
-    torch.testing.assert_close(a.cpu() + b.cpu(), torch.arange(4.0) * 1.5)
+    assert_close(c.cpu(), torch.arange(4.0) * 3.5)
+    assert_close(a.cpu() + b.cpu(), torch.arange(4.0) * 1.5)
     xlanb.reset()
     assert xlanb.runtime_state().eager_ops == {}
     xlanb.eager_mode(True)
     before = eager_compiles()
     d = x * 4.5
     assert eager_compiles() == before + 1                 # a fresh runtime compiles again
-    torch.testing.assert_close(d.cpu(), torch.arange(4.0) * 4.5)
+    assert_close(d.cpu(), torch.arange(4.0) * 4.5)
 
 
 def test_moving_tensors_to_the_device_compiles_nothing(eager):
@@ -290,8 +290,8 @@ def test_moving_tensors_to_the_device_compiles_nothing(eager):
     model = torch.nn.Sequential(torch.nn.Linear(5, 7), torch.nn.Linear(7, 3)).to("xla")
     made = [torch.tensor([1.5] * n, device="xla") for n in range(2, 6)]
     assert eager_compiles() == 0 and compiles() == 0 and eager_executes() == 0
-    torch.testing.assert_close(made[-1].cpu(), torch.full((5,), 1.5))
-    torch.testing.assert_close(model[0].weight.cpu(), model[0].weight.detach().cpu())
+    assert_close(made[-1].cpu(), torch.full((5,), 1.5))
+    assert_close(model[0].weight.cpu(), model[0].weight.detach().cpu())
 
 
 def test_an_empty_tensor_runs_within_what_reads_it(eager):
@@ -301,8 +301,8 @@ def test_an_empty_tensor_runs_within_what_reads_it(eager):
     empty = torch.empty(6, device="xla")
     out = torch.empty(6, device="xla")
     torch.add(empty * 0, 2.0, out=out)
-    torch.testing.assert_close(out.cpu(), torch.full((6,), 2.0))
-    torch.testing.assert_close(zeros.cpu(), torch.zeros(4, 3))
+    assert_close(out.cpu(), torch.full((6,), 2.0))
+    assert_close(zeros.cpu(), torch.zeros(4, 3))
     assert empty.cpu().shape == (6,) and empty.dtype == torch.float32
 
 
@@ -320,7 +320,7 @@ def test_small_exact_factories_are_made_on_the_host(eager):
     assert eager_compiles() == 0
     for name, (got, want) in made.items():
         assert got.dtype == want.dtype, name
-        torch.testing.assert_close(got.cpu(), want, rtol=0, atol=0)
+        assert_close(got.cpu(), want, rtol=0, atol=0)
     xlanb.metrics.clear_all()
     torch.arange(0.0, 1.0, 0.125, device="xla")
     torch.zeros(64, 65, device="xla")

@@ -12,7 +12,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 import xlanb
-from helpers import compiles, counter
+from helpers import assert_close, compiles, counter
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "models"))
 from test_training_parity import SmallCNN, TinyGPT, gpt_loss  # noqa: E402
@@ -113,10 +113,10 @@ def test_gpt_adamw_lambdalr_replays_and_equals_tracing():
     # that LambdaLR changes every step would change every call's graph): the same step traced
     # on every call is bitwise equal; plain xlanb.compile (a CPU step counter) is close
     assert_same(train(make, "retrace", batches, sched=warmup), replayed)
-    torch.testing.assert_close(torch.tensor(replayed[0]), torch.tensor(traced[0]), rtol=1e-5, atol=1e-6)
+    assert_close(torch.tensor(replayed[0]), torch.tensor(traced[0]), rtol=1e-5, atol=1e-6)
     for k in traced[1]:
         if k.startswith("p."):
-            torch.testing.assert_close(replayed[1][k], traced[1][k], rtol=1e-4, atol=1e-6)
+            assert_close(replayed[1][k], traced[1][k], rtol=1e-4, atol=1e-6)
 
 
 def test_cnn_batchnorm_running_statistics_equal_tracing():
@@ -178,7 +178,7 @@ def test_gradient_accumulation_over_replayed_calls_without_zero_grad():
     assert results[1][2] == 2            # call 1 creates the grads, calls 2 and 3 accumulate: the plan
     with torch.no_grad():                       # five calls accumulate five equal gradients
         one = (2 * model(x).cpu()).t() @ x.cpu()
-    torch.testing.assert_close(results[1][0], 5 * one, rtol=1e-5, atol=1e-5)
+    assert_close(results[1][0], 5 * one, rtol=1e-5, atol=1e-5)
 
 
 def test_a_print_in_the_body_runs_only_when_it_traces(capsys):
@@ -348,7 +348,7 @@ def test_guard_python_global_the_body_reads():
     SCALE = 3.0
     with torch.no_grad():
         want = (model(x) * 3.0).cpu()
-    torch.testing.assert_close(f(x).cpu(), want)
+    assert_close(f(x).cpu(), want)
     assert reasons() == ["replay guard failed: a Python value the body reads by name changed (SCALE 1.0 -> 3.0)"]
 
 
@@ -374,7 +374,7 @@ def test_guard_training_flag():
     model.eval()
     with torch.no_grad():
         want = model.fc(x).cpu()
-    torch.testing.assert_close(f(x).cpu(), want)
+    assert_close(f(x).cpu(), want)
     assert reasons() == ["replay guard failed: DropoutNet.training True -> False (model.train()/eval())"]
 
 
@@ -556,7 +556,7 @@ def test_recycling_with_adamw_compiles_nothing_after_step_2():
             after_two = compiles()
     assert (f.traced, f.replayed) == (3, STEPS - 3) and f.plan.recycling is not None
     assert compiles() == after_two
-    torch.testing.assert_close(torch.tensor(losses), torch.tensor(want), rtol=1e-5, atol=1e-6)
+    assert_close(torch.tensor(losses), torch.tensor(want), rtol=1e-5, atol=1e-6)
 
 
 def test_a_grad_the_caller_holds_is_not_recycled():

@@ -14,7 +14,7 @@ from xlanb.report import CellContext, build_report, render_text
 from xlanb.runtime import stages
 from xlanb.state import runtime_state
 
-from helpers import compiles, eager_compiles
+from helpers import assert_close, compiles, eager_compiles
 
 
 def compile_events() -> list[events.Compile]:
@@ -51,7 +51,7 @@ def test_fast_compiles_with_less_optimization_and_the_same_values(spy):
     with override(compile_effort="fast"):
         got = model(x.to("xla")).sum()
         xlanb.sync()
-    torch.testing.assert_close(got.cpu(), expected.detach())
+    assert_close(got.cpu(), expected.detach())
     assert spy[-1] == stages.compile_options("fast")
     assert spy[-1]["optimization_level"] == 9                 # XLA's effort level O0
     if jax.default_backend() == "cpu":
@@ -70,7 +70,7 @@ def test_an_option_this_xla_does_not_know_is_left_out(spy, monkeypatch):
     a = torch.randn(3, 5)
     with override(compile_effort="fast"):
         got = (a.to("xla") * 3 - 1).cpu()
-    torch.testing.assert_close(got, a * 3 - 1)
+    assert_close(got, a * 3 - 1)
     assert "xla_no_such_option_here" in spy[-2 - len(stages._unsupported) + 1]     # the first try had it
     assert "xla_no_such_option_here" not in spy[-1]
     # dropped: it, and any of the real options this jaxlib's XLA does not know (jax 0.12's CPU has no
@@ -118,7 +118,7 @@ def test_eager_ops_follow_the_setting():
             assert eager_compiles() == n + 1 and compile_events()[-1].compile_effort == "fast"
             c = a.cos()
             assert eager_compiles() == n + 1
-        torch.testing.assert_close(c.cpu(), b.cpu())
+        assert_close(c.cpu(), b.cpu())
 
 
 def test_the_report_line_shows_it():
@@ -152,7 +152,7 @@ def test_a_replayed_step_traces_again_when_it_changes():
     mark = runtime_state().log.mark()
     with override(compile_effort="fast"):
         before = compiles()
-        torch.testing.assert_close(step(x).cpu(), (x.cpu() @ w.cpu()).relu())
+        assert_close(step(x).cpu(), (x.cpu() @ w.cpu()).relu())
         assert compiles() == before + 1
     assert [e.reason for e in runtime_state().log.since(mark) if isinstance(e, events.ReplayMiss)] == [
         "replay guard failed: compile_effort 'default' -> 'fast'"]

@@ -9,7 +9,7 @@ import torch
 
 import xlanb
 from custom_ops import FALLBACK_COUNTER, scale_shift
-from helpers import counter
+from helpers import assert_close, counter
 from xlanb.lower.registry import LOWERINGS, Rule
 
 
@@ -39,7 +39,7 @@ def test_op_without_lowering_falls_back_to_cpu():
     cpu = torch.linspace(0.1, 3.0, 7)
     x = cpu.to("xla")
     got = scale_shift(x, 2.5) * 2
-    torch.testing.assert_close(got.cpu(), scale_shift(cpu, 2.5) * 2)
+    assert_close(got.cpu(), scale_shift(cpu, 2.5) * 2)
     assert FALLBACK_COUNTER in xlanb.metrics.executed_fallback_ops()
     assert counter(FALLBACK_COUNTER) == 1
 
@@ -47,9 +47,9 @@ def test_op_without_lowering_falls_back_to_cpu():
 def test_data_dependent_ops_cut_the_graph_and_match_cpu():
     cpu = torch.tensor([0.5, -1.0, 2.0, 0.0, 3.0])
     x = cpu.to("xla")
-    torch.testing.assert_close(torch.nonzero(x).cpu(), torch.nonzero(cpu))
-    torch.testing.assert_close(x[x > 0].cpu(), cpu[cpu > 0])
-    torch.testing.assert_close(torch.masked_select(x, x < 1).cpu(), torch.masked_select(cpu, cpu < 1))
+    assert_close(torch.nonzero(x).cpu(), torch.nonzero(cpu))
+    assert_close(x[x > 0].cpu(), cpu[cpu > 0])
+    assert_close(torch.masked_select(x, x < 1).cpu(), torch.masked_select(cpu, cpu < 1))
     assert counter("GraphCut") >= 3
 
 
@@ -68,7 +68,7 @@ def test_failed_compile_leaves_pending_graph_intact():
     finally:
         LOWERINGS[name] = rule
     xlanb.sync()
-    torch.testing.assert_close(y.cpu(), torch.arange(4.0).sin() + 1)
+    assert_close(y.cpu(), torch.arange(4.0).sin() + 1)
 
 
 def test_error_in_backward_is_raised_by_backward_as_on_cpu_and_the_process_lives():

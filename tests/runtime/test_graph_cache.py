@@ -3,7 +3,7 @@
 import torch
 
 import xlanb
-from helpers import compiles, counter, executes
+from helpers import assert_close, compiles, counter, executes
 from xlanb._config import override
 
 
@@ -21,8 +21,8 @@ def test_aliasing_is_part_of_the_key():
     c = q + p        # same program as p + q on other tensors: one graph
     xlanb.sync()
     assert compiles() == 2
-    torch.testing.assert_close(a.cpu(), p.cpu() * 2)
-    torch.testing.assert_close(c.cpu(), b.cpu())
+    assert_close(a.cpu(), p.cpu() * 2)
+    assert_close(c.cpu(), b.cpu())
 
 
 def test_new_float_scalars_do_not_recompile():
@@ -34,7 +34,7 @@ def test_new_float_scalars_do_not_recompile():
     assert compiles() == 1
     assert executes() == 3
     assert counter("CachedCompile") == 2
-    torch.testing.assert_close(r.cpu(), p.cpu() * 4.5)
+    assert_close(r.cpu(), p.cpu() * 4.5)
 
 
 def test_special_scalars_are_baked():
@@ -47,7 +47,7 @@ def test_special_scalars_are_baked():
         r = p * s
         xlanb.sync()
     assert compiles() == 4
-    torch.testing.assert_close(r.cpu(), -p.cpu())
+    assert_close(r.cpu(), -p.cpu())
 
 
 def test_shapes_4_5_4_compile_twice():
@@ -68,8 +68,8 @@ def test_cache_of_size_one_recompiles_evicted_graphs():
             b = x.exp()
             xlanb.sync()
     assert compiles() == 4
-    torch.testing.assert_close(a.cpu(), torch.arange(4.0) * 3)
-    torch.testing.assert_close(b.cpu(), torch.arange(4.0).exp())
+    assert_close(a.cpu(), torch.arange(4.0) * 3)
+    assert_close(b.cpu(), torch.arange(4.0).exp())
 
 
 def test_item_twice_compiles_and_executes_once():
@@ -116,7 +116,7 @@ def test_sync_wait_and_wait():
     z = y + 1
     xlanb.sync()
     xlanb.wait()
-    torch.testing.assert_close(z.cpu(), x.cpu() @ x.cpu() + 1, rtol=1e-4, atol=1e-4)
+    assert_close(z.cpu(), x.cpu() @ x.cpu() + 1, rtol=1e-4, atol=1e-4)
 
 
 def last_compile():
@@ -135,7 +135,7 @@ def test_equal_lifted_scalars_share_one_input():
     expected = x0
     for _ in range(500):
         expected = expected * 1.0001 + 0.5
-    torch.testing.assert_close(x.cpu(), expected)
+    assert_close(x.cpu(), expected)
 
 
 def test_scalars_that_become_equal_compile_once_more_and_are_explained():
@@ -173,12 +173,12 @@ def test_a_rule_is_traced_once_per_kind_of_node():
         x, expected = x * 1.0001 + 0.5, expected * 1.0001 + 0.5
     xlanb.sync()
     assert len(to_jax._RULE_JAXPRS) == 2          # one mul kind, one add kind
-    torch.testing.assert_close(x.cpu(), expected)
+    assert_close(x.cpu(), expected)
     a, b = torch.rand(8, 8), torch.rand(8, 8)
     y = xla(a).sum(0) + xla(b).sum(1)
     xlanb.sync()
     assert len(to_jax._RULE_JAXPRS) == 5          # sum over dim 0 and over dim 1 differ; one more add
-    torch.testing.assert_close(y.cpu(), a.sum(0) + b.sum(1))
+    assert_close(y.cpu(), a.sum(0) + b.sum(1))
 
 
 def test_a_value_read_keeps_every_live_tensor_its_graph_computed():
@@ -338,4 +338,4 @@ def test_lowering_runs_with_the_garbage_collector_paused(monkeypatch):
         finally:
             gc.enable()
     assert seen and not any(seen)
-    torch.testing.assert_close(r.cpu(), -p.cpu() * 5)
+    assert_close(r.cpu(), -p.cpu() * 5)

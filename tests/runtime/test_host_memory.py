@@ -82,8 +82,10 @@ def test_an_executions_temporaries_are_not_mapped_again_each_time(tmp_path):
         tuned, count = done.stdout.split()[-2:]
         assert tuned == ("True" if reuse == "1" else "False")
         faults[reuse] = int(count)
+    if faults["0"] == 0:      # a sandboxed kernel (the TPU VM of docs/portability.md) counts none
+        pytest.skip(f"the kernel reports no page faults here (getrusage's ru_minflt: {faults}): nothing to count them by")
     # jax 0.10.2: 28,836 faults a run against 557,447; jax 0.12.0.1, whose XLA maps less: 10,436 against 27,287
-    assert faults["0"] > 0 and faults["1"] * 2 <= faults["0"], faults
+    assert faults["1"] * 2 <= faults["0"], faults
 
 
 def test_an_accelerator_platform_is_never_set(monkeypatch):

@@ -92,6 +92,8 @@ class Runtime:
         self.prune_at = 4096
         # computed nodes overwritten by in-place writes: their buffers may be donated
         self.overwritten: weakref.WeakSet = weakref.WeakSet()
+        # (tensor, the pending fill an in-place write replaced): made device data at the next sync (capture/fills.py)
+        self.state_fills: list = []
         # errors raised inside the autograd engine, re-raised at the next sync
         self.deferred: list[BaseException] = []
         # index bounds checks computed in the graph, raised at the next value read (capture.bounds)

@@ -20,7 +20,7 @@ from jax.sharding import SingleDeviceSharding
 from torch.utils import _pytree as pytree
 
 from xlanb import events
-from xlanb.capture import bounds, tensor as _tensor
+from xlanb.capture import bounds, fills, tensor as _tensor
 from xlanb.capture.frames import library_site, user_frames
 from xlanb.capture.growth import host_cat
 from xlanb.capture.tensor import (LazyTensor, base_node, holder_node, new_tensor, prune_pending, tensor_meta,
@@ -136,6 +136,8 @@ def run_pending(name: str, cause: str, inspect=None) -> tuple | None:
     emit(events.Sync(kind="mark_step", name=name, roots=len(roots), cause=cause, frames=frames))
     ran = None
     if roots:
+        if _rt.state_fills:
+            fills.materialize()
         graph = executor.new_graph(roots, name, donatable)
         if inspect is not None:
             inspect(graph)

@@ -441,13 +441,22 @@ def check_no_replay_hazard(storage) -> None:
         "(or .clone() before as_strided), or write out of place")
 
 
+# capture.fills uploads an optimizer's state made by a fill (zeros_like, full_like) and written in place
+# before the sync; it sits above this module, and puts its fill names and its note here when imported
+fill_names: frozenset = frozenset()
+note_fill = None
+
+
 def write(t: LazyTensor, new: Node) -> None:
     """Makes `new` (same shape and dtype as t) the value of t, through its views."""
     if _rt.observer is not None:
         _rt.observer(new)
     n = t._node
     if n is not None:
-        if n.buffer is not None:
+        if n.buffer is None:
+            if n.name in fill_names:
+                note_fill(t, n, new)
+        else:
             _rt.overwritten.add(n)
             if _rt.several_devices or (_rt.several_devices is None and _rt.count_devices()):
                 new = keep_sharding(n, new)
@@ -461,7 +470,10 @@ def write(t: LazyTensor, new: Node) -> None:
     if t._views:
         chain = view_spec(t)
         new = make_node("xlanb.view_scatter", "xlanb.view_scatter", (old, new, chain), None, old.meta)
-    if old.buffer is not None:
+    if old.buffer is None:
+        if old.name in fill_names:
+            note_fill(s, old, new)
+    else:
         _rt.overwritten.add(old)
         if _rt.several_devices or (_rt.several_devices is None and _rt.count_devices()):
             new = keep_sharding(old, new)

@@ -30,7 +30,7 @@ import time
 import traceback
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT / "bench"), str(ROOT / "tests" / "models")]
+sys.path[:0] = [str(ROOT / "bench"), str(ROOT / "tests" / "models"), str(ROOT / "tests")]
 
 import torch  # noqa: E402
 

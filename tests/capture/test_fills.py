@@ -90,3 +90,16 @@ def test_a_kept_fill_overwritten_without_being_read_is_not_uploaded():
     (upload,) = _uploads(hooks.since(mark))       # the copied values only
     assert upload.nbytes == 16
     assert buf.cpu().tolist() == [1.0, 2.0, 3.0, 4.0]
+
+
+def test_a_failed_upload_of_a_fill_loses_nothing():
+    t = torch.zeros(3, device="xla")
+    t.add_(2.0)
+    xlanb.runtime_state().inject_fault("transfer", "oom")
+    with pytest.raises(Exception, match="RESOURCE_EXHAUSTED"):
+        xlanb.sync()
+    xlanb.sync()                                 # the fill stays a constant of the graph: the same value
+    assert t.cpu().tolist() == [2.0, 2.0, 2.0]
+    t.add_(1.0)
+    xlanb.sync()
+    assert t.cpu().tolist() == [3.0, 3.0, 3.0]

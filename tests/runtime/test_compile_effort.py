@@ -76,15 +76,18 @@ def test_an_option_this_xla_does_not_know_is_left_out(spy, monkeypatch):
     # dropped: it, and any of the real options this jaxlib's XLA does not know (jax 0.12's CPU has no
     # xla_cpu_use_fusion_emitters)
     assert "xla_no_such_option_here" in stages._unsupported and stages._unsupported <= set(options)
-    assert set(spy[-1]) == set(options) - stages._unsupported
+    assert set(spy[-1]) == (set(options) | set(stages.compile_options("default"))) - stages._unsupported
     assert "xla_no_such_option_here" not in stages.compile_options("fast")
 
 
-def test_default_passes_no_options(spy):
+def test_default_passes_only_the_platforms_own_options(spy):
+    """No effort options; on the CPU, YNNPACK's fusions off (tests/runtime/test_xla_cpu_fusions.py)."""
     a = torch.randn(4, 4).to("xla")
     (a @ a).cpu()
-    assert spy[-1] is None and compile_events()[-1].compile_effort == "default"
-    assert config().compile_effort == "default" and stages.compile_options("default") == {}
+    own = {"xla_cpu_experimental_ynn_fusion_type": ""} if jax.default_backend() == "cpu" else {}
+    own = {k: v for k, v in own.items() if k not in stages._unsupported}
+    assert (spy[-1] or {}) == own and compile_events()[-1].compile_effort == "default"
+    assert config().compile_effort == "default" and stages.compile_options("default") == own
 
 
 def test_switching_compiles_again_says_why_and_switching_back_hits_the_cache():

@@ -52,11 +52,21 @@ def test_it_cannot_change_after_the_device_is_found():
 
 
 _PROGRAM = """
-import resource, sys, torch, xlanb
-x = torch.ones(2048, 8192, device="xla")              # 64 MiB; the product's temporaries more
+import ctypes, resource, threading, torch, xlanb
+torch.ones(4, device="xla").sum().item()        # the setting is made, or not, at the first tensor
+libc = ctypes.CDLL(None)
+libc.malloc.restype, libc.malloc.argtypes, libc.free.argtypes = ctypes.c_void_p, [ctypes.c_size_t], [ctypes.c_void_p]
+SIZE = 128 << 20
+
+def temporary():            # what XLA's CPU client does on its worker threads: a large buffer, written, freed
+    p = libc.malloc(SIZE)
+    ctypes.memset(p, 1, SIZE)
+    libc.free(p)
+
 def run():
-    y = (x.sin() @ x.cos().T).sum()
-    xlanb.sync(wait=True)
+    t = threading.Thread(target=temporary)
+    t.start()
+    t.join()
 run()
 before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
 for _ in range(4):
@@ -67,9 +77,12 @@ print(xlanb.runtime_state().host_memory, (resource.getrusage(resource.RUSAGE_SEL
 
 @pytest.mark.skipif(not sys.platform.startswith("linux") or not os.confstr("CS_GNU_LIBC_VERSION"),
                     reason="mallopt is glibc's")
-def test_an_executions_temporaries_are_not_mapped_again_each_time(tmp_path):
-    """In a fresh process on the CPU: with the setting, a graph run again faults in far fewer new pages;
-    without it, glibc maps its large temporaries afresh at each run."""
+def test_a_threads_large_temporary_is_not_mapped_again_each_time(tmp_path):
+    """In a fresh process on the CPU: with the setting, a 128 MiB buffer that a thread allocates, writes
+    and frees again and again is served from the heap, whose pages stay; without it, glibc maps it afresh
+    each time (past its mmap threshold) and the kernel faults in all 32,768 pages again. The pattern of
+    XLA's CPU temporaries; how much of XLA's own memory takes it depends on the jaxlib (docs/config.md's
+    W7 figure), so it is measured by the benchmarks, not here."""
     script = tmp_path / "run.py"
     script.write_text(_PROGRAM)
     environ = {k: v for k, v in os.environ.items() if not k.startswith("XLANB_")}
@@ -84,8 +97,8 @@ def test_an_executions_temporaries_are_not_mapped_again_each_time(tmp_path):
         faults[reuse] = int(count)
     if faults["0"] == 0:      # a sandboxed kernel (the TPU VM of docs/portability.md) counts none
         pytest.skip(f"the kernel reports no page faults here (getrusage's ru_minflt: {faults}): nothing to count them by")
-    # jax 0.10.2: 28,836 faults a run against 557,447; jax 0.12.0.1, whose XLA maps less: 10,436 against 27,287
-    assert faults["1"] * 2 <= faults["0"], faults
+    pages = (128 << 20) // os.sysconf("SC_PAGE_SIZE")
+    assert faults["0"] >= pages // 2 and faults["1"] <= pages // 16, (faults, pages)
 
 
 def test_an_accelerator_platform_is_never_set(monkeypatch):

@@ -31,6 +31,7 @@ from xlanb.ir.graph import Graph, location_text
 from xlanb.ir.node import Meta, Node, Scalar
 from xlanb.lower.to_jax import build_function
 from xlanb.runtime.outside import jax_entry
+from xlanb.runtime.stages import run_jitted
 from xlanb.state import runtime_state
 
 _rt = runtime_state()
@@ -68,7 +69,6 @@ def _nan_hint(x):
     return jnp.isnan(jnp.sum(x, dtype=jnp.float32))
 
 
-@jax.jit
 def _holds_nan(arrays):
     """Whether any of the float `arrays` holds a NaN, exactly: run only when a graph's flag was set."""
     return jnp.any(jnp.stack([jnp.isnan(a).any() for a in arrays]))
@@ -188,7 +188,7 @@ def examine(ready_only: bool) -> None:
         del checks[0]
         if np.asarray(c.flag):                          # one host read (np.asarray: 1 us, bool(): 10 us)
             floats = [o for o, r in zip(c.outs, c.graph.roots) if _checked_meta(r.meta) and r.meta.numel]
-            if np.asarray(_holds_nan(floats)):          # not only inf - inf in a sum
+            if np.asarray(run_jitted(_holds_nan, floats)):          # not only inf - inf in a sum
                 _rt.nan_error = _name_op(c)
         _forget(c)
     if _rt.nan_error is not None:
@@ -250,8 +250,7 @@ def _probe(graph: Graph, args: list) -> np.ndarray:
 
     def flags(*arrays):
         return jnp.stack([_has_nan(v, m) for v, m in zip(fn(*arrays), metas)])
-    with jax.enable_x64(True):
-        return np.asarray(jax.jit(flags)(*args))
+    return np.asarray(run_jitted(flags, *args))
 
 
 def _where(n: Node) -> str:

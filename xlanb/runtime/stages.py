@@ -8,6 +8,7 @@ report needs out of them into plain events: no event holds a stage object.
 
 from __future__ import annotations
 
+import os
 import re
 
 import jax
@@ -34,17 +35,27 @@ _FAST = {
     "gpu": {"optimization_level": _O0, "xla_gpu_autotune_level": 0},
 }
 _FAST_OTHER = {"optimization_level": _O0}
+
+# Every CPU compile, whatever the effort: no YNNPACK fusions. XLA:CPU (jax 0.10.2 to 0.12) fuses a
+# reduction with the dot that feeds it into one YNNPACK subgraph, and a dot operand that is a
+# broadcast constant (a tensor made by torch.ones or full and not synced yet, or one XLA folds to a
+# constant) is then read out of bounds: `(ones(64, 32) @ ones(32, 64)).sum()` gives 4096 or garbage
+# instead of 131072, larger shapes NaN or a segmentation fault (docs/portability.md, "XLA:CPU's
+# YNNPACK fusions"). Without them the dots and reductions take XLA's own kernels. A user's
+# XLA_FLAGS that sets the flag is left to rule.
+_YNN = "xla_cpu_experimental_ynn_fusion_type"
+_CPU_ALWAYS = {_YNN: ""}
 _UNKNOWN_OPTION = re.compile(r"No such compile option: '([^']+)'")
 _unsupported: set = set()      # options this jaxlib's XLA refused: left out from then on
 
 
 def compile_options(effort: str) -> dict:
-    """XLA's compiler options for a compile_effort on the runtime's platform (docs/config.md); none
-    for "default"."""
-    if effort == "default":
-        return {}
+    """XLA's compiler options for a compile_effort on the runtime's platform (docs/config.md): on the
+    CPU the ones every compile takes (`_CPU_ALWAYS`), and those of "fast"."""
     platform = runtime_state().jax_device().platform
-    options = _FAST.get("gpu" if platform in ("cuda", "rocm", "gpu") else platform, _FAST_OTHER)
+    options = dict(_CPU_ALWAYS) if platform == "cpu" and _YNN not in os.environ.get("XLA_FLAGS", "") else {}
+    if effort != "default":
+        options.update(_FAST.get("gpu" if platform in ("cuda", "rocm", "gpu") else platform, _FAST_OTHER))
     return {k: v for k, v in options.items() if k not in _unsupported}
 
 
@@ -60,6 +71,14 @@ def _compile(jax_lowered, options: dict):
                 raise
             _unsupported.add(unknown.group(1))
             options = {k: v for k, v in options.items() if k != unknown.group(1)}
+
+
+def run_jitted(fn, *args):
+    """`jax.jit(fn)(*args)` compiled with the options every compile of the platform takes
+    (`compile_options`): for the runtime's own helper programs (debug_nans' probe), which JAX's jit
+    would compile without them. Compiled each call: for rare paths only."""
+    with jax.enable_x64(True):
+        return _compile(jax.jit(fn).lower(*args), compile_options("default"))(*args)
 
 
 class Lowered:

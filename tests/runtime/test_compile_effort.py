@@ -27,19 +27,6 @@ def step(model, x):
     return loss
 
 
-@pytest.fixture
-def spy(monkeypatch):
-    """The compiler options each XLA compile was given."""
-    seen = []
-    real = jax.stages.Lowered.compile
-
-    def compile(self, compiler_options=None, **kwargs):
-        seen.append(compiler_options)
-        return real(self, compiler_options=compiler_options, **kwargs)
-    monkeypatch.setattr(jax.stages.Lowered, "compile", compile)
-    return seen
-
-
 def test_fast_compiles_with_less_optimization_and_the_same_values(spy):
     torch.manual_seed(0)
     cpu = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.GELU(), torch.nn.Linear(16, 4))

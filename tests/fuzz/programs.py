@@ -98,7 +98,7 @@ class _Gen:
         kind = r.choice(["unary", "scalar", "binary", "binary", "compare", "reduce", "reduce", "view", "view",
                          "view", "expand", "expand", "clone", "cumsum", "inplace", "inplace", "inplace", "index",
                          "index", "inplace_view", "inplace_view", "layout", "sync", "read", "grad_op", "misc",
-                         "misc", "raising", "eager", "compiled", "optim"])
+                         "misc", "raising", "eager", "compiled", "optim", "product", "product", "fill"])
         n = self.new()
         if kind == "raising":
             y = pick()
@@ -148,6 +148,18 @@ class _Gen:
                              f"{n} = {x}.sum()", f"{n} = {x} ** 2", f"{n} = {x}.float()", f"{n} = {x}.long()",
                              f"{n} = {x} // 2", f"{n} = {x} % 3", f"{n} = {x}.permute(*reversed(range({x}.dim())))",
                              f"{n} = torch.maximum({x}, {y})", f"{n} = {x}.clamp(-1, 1)", f"{n} = {x}.mT"])
+        if kind == "product" and fl and v.dim():
+            # a product whose operand may be a fill: a constant of the graph until synced, which a CPU
+            # library kernel once read out of bounds when a sum followed (docs/portability.md)
+            k, s = v.shape[-1], r.choice(SCALARS)
+            other = r.choice([f"{x}.mT" if v.dim() >= 2 else x, f"torch.ones({k}, 3, device=d)",
+                              f"torch.full(({k}, 2), {s}, device=d)", f"torch.ones_like({x}).mT"])
+            product = r.choice([f"{x} @ {other}", f"torch.ones_like({x}) @ {other}"])
+            return f"{n} = " + r.choice([product, f"({product}).sum()", f"({product}).sum({r.choice([0, -1])})"])
+        if kind == "fill":
+            s = r.choice(SCALARS)
+            return r.choice([f"{n} = torch.ones_like({x})", f"{n} = torch.full_like({x}, {s})",
+                             f"{n} = torch.zeros({tuple(v.shape)}, device=d) + {s}"])
         if kind == "compare":
             return f"{n} = {x} {r.choice(['>', '<', '==', '>='])} {r.choice([pick(), r.choice(SCALARS)])}"
         if kind == "reduce" and v.dim():

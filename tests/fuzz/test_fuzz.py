@@ -187,3 +187,19 @@ def test_elementwise_output_layout_follows_cpu_for_size_one_dims():
     assert_matches_cpu(["b = torch.randn(4, 1).to(d)", "c = torch.randint(-3, 4, (4, 1)).to(d)", "c.t_()",
                         "t3 = b[..., :1].expand_as(b) + b", "c.unsqueeze_(0)", "t3.unsqueeze_(2)",
                         "t14 = t3.max(2).values", "t17 = c * t14"])
+
+
+def test_an_in_place_op_reading_elements_it_writes_has_no_reference():
+    """Fuzz seed 244: `t4.add_(t4[..., :1])` reads column 0 after writing it on CPU (torch checks
+    overlap for simple layouts only), so the CPU's result is its loop order's; the program is not
+    compared. An operand that is the written tensor itself, or memory beside it, is compared."""
+    result = compare(Program(0, ["a = torch.randn(4, 6).to(d)", "t4 = a.cumsum(0)", "t4.add_(t4[..., :1])"]))
+    assert result.status == "undefined" and "reading elements it writes" in result.detail
+    assert_matches_cpu(["a = torch.randn(4, 6).to(d)", "a.add_(a)", "a[:, 1:].add_(a[:, :1])", "a.mul_(a.t().t())"])
+
+
+def test_the_generator_makes_products_of_fills():
+    """Products whose operand is a fill, summed in the same graph (docs/portability.md, XLA:CPU's
+    YNNPACK fusions) are among the programs."""
+    sources = "\n".join(generate(seed).source() for seed in range(40))
+    assert "torch.ones(" in sources and "@ " in sources and ").sum(" in sources

@@ -69,11 +69,9 @@ class UndefinedConversions(TorchDispatchMode):
 
 
 def _offsets(t: torch.Tensor) -> torch.Tensor:
-    """The storage offset of each element of `t`."""
-    index = torch.zeros(t.shape, dtype=torch.long) + t.storage_offset()
-    for dim, (size, stride) in enumerate(zip(t.shape, t.stride())):
-        index += (torch.arange(size) * stride).view([-1 if d == dim else 1 for d in range(t.dim())])
-    return index
+    """The storage offset of each element of `t`: `t`'s layout over the storage's positions."""
+    positions = torch.arange(t.untyped_storage().nbytes() // t.element_size())
+    return positions.as_strided(t.shape, t.stride(), t.storage_offset())
 
 
 def _reads_what_it_writes(out: torch.Tensor, operand: torch.Tensor) -> bool:

@@ -22,6 +22,12 @@ from xlanb.lower.tree import join, split
 _rt = runtime_state()
 
 
+def aten_op(name: str):
+    """The OpOverload an ATen overload name ("aten.slice.Tensor") names."""
+    _, packet, overload = name.split(".")
+    return getattr(getattr(torch.ops.aten, packet), overload)
+
+
 def _key_set(names):
     keys = torch._C.DispatchKeySet(torch._C.DispatchKey.Undefined)
     for name in names:

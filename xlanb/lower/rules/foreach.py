@@ -70,17 +70,12 @@ def _meta_arg(x):
     return x
 
 
-def _aten(name):
-    _, packet, overload = name.split(".")
-    return getattr(getattr(torch.ops.aten, packet), overload)
-
-
 def apply(name: str, *args, **kwargs):
     """One element: the per-tensor rule `name` on these operands (Scalars wrapped in S),
     with the driver's promotion for that element alone."""
     rule = lookup(name)
     if rule is None:
-        op = _aten(name)
+        op = fallback.aten_op(name)
         a = [_unwrap(x) for x in args]
         kw = {k: _unwrap(v) for k, v in kwargs.items()}
         meta = op(*[_meta_arg(x) for x in args], **{k: _meta_arg(v) for k, v in kwargs.items()})

@@ -1,8 +1,8 @@
 """Lowering rules: shape and view ops.
 
 View rules (view, permute, select, slice, as_strided, ...) are pure jax.numpy and
-shape-static: `xlanb.view_scatter` also applies them to a concrete index array under
-jax.ensure_compile_time_eval. Multi-output views (split, unbind) return tuples.
+shape-static. Multi-output views (split, unbind) return tuples. (`xlanb.view_scatter` finds the
+positions a chain of views selects with torch's own view ops on a CPU index tensor: rules/internal.py.)
 """
 
 from __future__ import annotations

@@ -33,6 +33,7 @@ from xlanb.runtime.stages import Compiled, Lowered
 from xlanb.state import emit, note_stage, runtime_state
 
 _rt = runtime_state()
+OP_GRAPH_NODES = 4      # an eager graph of at most this many ops is one op's (stages.compile_options)
 _COST_PART = re.compile(r"\d+\{\}$|out\{\}$")     # per-operand entries of XLA's cost analysis
 
 
@@ -138,7 +139,7 @@ def compile_graph(graph: Graph, *, eager: bool, cause: str = "", frames=()) -> C
     try:
         if _rt.faults:
             _rt.fault("compilation")
-        compiled = lowered.compile(graph.key.compile_effort)
+        compiled = lowered.compile(graph.key.compile_effort, op_graph=eager and graph.compute_nodes <= OP_GRAPH_NODES)
     except BaseException as error:
         note_stage(error, f"compiling {what} with XLA")
         raise

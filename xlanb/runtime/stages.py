@@ -45,15 +45,28 @@ _FAST_OTHER = {"optimization_level": _O0}
 # XLA_FLAGS that sets the flag is left to rule.
 _YNN = "xla_cpu_experimental_ynn_fusion_type"
 _CPU_ALWAYS = {_YNN: ""}
+# Every CPU compile of an eager op's graph: XLA's elemental emitters instead of its MLIR fusion emitters.
+# A one-op module costs the fusion emitters ~10 ms more to compile (pure JAX, jax 0.10.2: an add of
+# f32[4,128,256] 30 -> 20 ms, gelu 28 -> 20 ms), eager mode compiles one per new op and shape, and the
+# kernels give the same bits at the same speed (tanh, gelu, softmax, a sum, an Adam-like update, matmul:
+# 0.83x-1.09x their time, docs/performance.md). Not for a traced graph: W7's whole step compiles in 3.5-5.0
+# s with them against 2.0. jax 0.12's XLA has no such option (it is dropped: `_compile`).
+_CPU_OP_GRAPH = {"xla_cpu_use_fusion_emitters": False}
 _UNKNOWN_OPTION = re.compile(r"No such compile option: '([^']+)'")
 _unsupported: set = set()      # options this jaxlib's XLA refused: left out from then on
 
 
-def compile_options(effort: str) -> dict:
+def compile_options(effort: str, op_graph: bool = False) -> dict:
     """XLA's compiler options for a compile_effort on the runtime's platform (docs/config.md): on the
-    CPU the ones every compile takes (`_CPU_ALWAYS`), and those of "fast"."""
+    CPU the ones every compile takes (`_CPU_ALWAYS`) and those of an eager op's graph (`op_graph`:
+    `_CPU_OP_GRAPH`), and those of "fast"."""
     platform = runtime_state().jax_device().platform
-    options = dict(_CPU_ALWAYS) if platform == "cpu" and _YNN not in os.environ.get("XLA_FLAGS", "") else {}
+    flags = os.environ.get("XLA_FLAGS", "")
+    options = {}
+    if platform == "cpu":
+        options.update({k: v for k, v in _CPU_ALWAYS.items() if k not in flags})
+        if op_graph:
+            options.update({k: v for k, v in _CPU_OP_GRAPH.items() if k not in flags})
     if effort != "default":
         options.update(_FAST.get("gpu" if platform in ("cuda", "rocm", "gpu") else platform, _FAST_OTHER))
     return {k: v for k, v in options.items() if k not in _unsupported}
@@ -96,10 +109,11 @@ class Lowered:
             raise ValueError(f"dialect must be 'stablehlo' or 'hlo', got {dialect!r}")
         return self.jax_lowered.as_text() if dialect == "stablehlo" else self.jax_lowered.as_text(dialect="hlo")
 
-    def compile(self, effort: str = "default") -> "Compiled":
-        """The XLA executable, optimized as hard as `effort` says (`compile_options`)."""
+    def compile(self, effort: str = "default", op_graph: bool = False) -> "Compiled":
+        """The XLA executable, optimized as hard as `effort` says (`compile_options`; `op_graph`: an
+        eager op's graph)."""
         with jax.enable_x64(True):
-            executable = _compile(self.jax_lowered, compile_options(effort))
+            executable = _compile(self.jax_lowered, compile_options(effort, op_graph))
         compiled = Compiled(self.name, self.digest, executable)
         if self.mesh is not None:
             compiled.in_shardings = tuple(executable.input_shardings[0])

@@ -2,11 +2,36 @@
 yet), a small compiled step's cell report, and how closely values must match the CPU's on the
 platform the tests run on."""
 
+import sys
+
+import jax
 import torch
 
 import xlanb
 from xlanb.lower import float64
 from xlanb.report import CellContext, build_report
+from xlanb.runtime import executor
+
+# A graph's lowering computes nothing: an XLA compile while executor._lower runs is a rule that
+# evaluated JAX eagerly on concrete values, which compiles an executable per op and shape (view_scatter's
+# index arrays did: 49 compiles, ~200 ms, for a graph of four writes through views). conftest.py checks
+# it after every test.
+_LOWERING = executor._lower.__code__
+compiled_while_lowering: list = []      # the compile times seen inside a lowering
+
+
+def _on_compile(event: str, duration: float, **kwargs) -> None:
+    if event != "/jax/core/compile/backend_compile_duration":
+        return
+    f = sys._getframe(1)
+    while f is not None:
+        if f.f_code is _LOWERING:
+            compiled_while_lowering.append(duration)
+            return
+        f = f.f_back
+
+
+jax.monitoring.register_event_duration_secs_listener(_on_compile)
 
 
 def samples(name: str) -> int:

@@ -49,8 +49,8 @@ _CPU_ALWAYS = {_YNN: ""}
 # A one-op module costs the fusion emitters ~10 ms more to compile (pure JAX, jax 0.10.2: an add of
 # f32[4,128,256] 30 -> 20 ms, gelu 28 -> 20 ms), eager mode compiles one per new op and shape, and the
 # kernels give the same bits at the same speed (tanh, gelu, softmax, a sum, an Adam-like update, matmul:
-# 0.83x-1.09x their time, docs/performance.md). Not for a traced graph: W7's whole step compiles in 3.5-5.0
-# s with them against 2.0. jax 0.12's XLA has no such option (it is dropped: `_compile`).
+# 0.83x-1.09x their time, docs/performance.md). Not for a larger graph: W7's whole step compiles in
+# 3.5-5.0 s with the elemental emitters against 2.0. jax 0.12's XLA has no such option (it is dropped: `_compile`).
 _CPU_OP_GRAPH = {"xla_cpu_use_fusion_emitters": False}
 _UNKNOWN_OPTION = re.compile(r"No such compile option: '([^']+)'")
 _unsupported: set = set()      # options this jaxlib's XLA refused: left out from then on

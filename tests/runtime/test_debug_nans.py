@@ -144,6 +144,32 @@ def test_both_infinities_in_one_output_are_not_a_nan():
         assert math.isnan(nan.cpu()[3])
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_a_matrix_output_summed_by_rows_misses_no_nan(dtype):
+    """On the CPU a matrix output's flag is a matrix-vector product with ones (nans._nan_hint): a NaN in
+    its first, last or any element sets it; both infinities in one row, or rows that overflow to
+    opposite infinities, set it too and the exact check clears them."""
+    for row, col in [(0, 0), (31, 127), (17, 64)]:
+        base = torch.ones(32, 128, dtype=dtype)
+        base[row, col] = -1.0
+        with override(debug_nans=True):
+            x = base.to("xla")
+            xlanb.sync()
+            y = torch.sqrt(x)
+            with pytest.raises(FloatingPointError, match="aten.sqrt"):
+                xlanb.sync(wait=True)
+        assert math.isnan(y.cpu()[row, col]) and torch.isnan(y.cpu()).sum() == 1
+    big = torch.full((32, 128), torch.finfo(dtype).max / 2, dtype=dtype)
+    big[:16] *= -1                                       # row sums: +inf and -inf, their sum NaN
+    big[20, :2] = torch.tensor([math.inf, -math.inf])
+    with override(debug_nans=True):
+        x = big.to("xla")
+        xlanb.sync()
+        y = x * 2
+        xlanb.sync(wait=True)
+    assert torch.equal(y.cpu(), big * 2)
+
+
 def test_integer_outputs_are_not_checked_and_a_clean_graph_runs_once():
     with override(debug_nans=True):
         x = xla([1.0, 2.0])

@@ -72,6 +72,12 @@ def compile_options(effort: str, op_graph: bool = False) -> dict:
     return {k: v for k, v in options.items() if k not in _unsupported}
 
 
+def cpu_dot_kernels() -> bool:
+    """Whether graphs compile for XLA's CPU with its own dot kernels (Eigen's): the runtime's platform
+    is the CPU and YNNPACK's fusions are off (`_CPU_ALWAYS`; a user's XLA_FLAGS that names them rules)."""
+    return runtime_state().jax_device().platform == "cpu" and _YNN not in os.environ.get("XLA_FLAGS", "")
+
+
 def _compile(jax_lowered, options: dict):
     """jax's compile with `options`, less any that this jaxlib's XLA does not know (it refuses the
     whole compile for one): each such option is dropped, remembered and the compile tried again."""

@@ -6,7 +6,7 @@ import torch
 from torch.utils._foreach_utils import _get_foreach_kernels_supported_devices
 
 import xlanb
-from helpers import assert_close, eager_compiles
+from helpers import assert_close, compiles, eager_compiles
 
 # torch offers its foreach path to the devices this lists: a renamed PrivateUse1 (torch >= 2.10), not
 # torch 2.9's own XLA device type, which xlanb takes there (capture/torch_versions.py)
@@ -53,20 +53,35 @@ def test_values_match_torch_cpu(name):
         assert_close(g.cpu(), w.detach(), rtol=1e-4, atol=1e-4)
 
 
-@foreach_device
 @pytest.mark.parametrize("name", sorted(OPTIMIZERS))
-def test_one_eager_executable_per_foreach_op(name):
-    """In eager mode the update compiles one executable per foreach op, not one per op and
-    parameter shape; an explicit foreach=False keeps the loop."""
+def test_an_eager_step_is_one_graph_foreach_or_not(name):
+    """Eager mode runs an optimizer step as one graph (capture/dispatch.py), its foreach ops or its
+    per-parameter loop alike: no eager op executable."""
     x = torch.randn(4, 6, device="xla")
-    counts = {}
     for foreach in (None, False):
         xlanb.runtime_state().cache.clear()
         model = _model().to("xla")
         opt = OPTIMIZERS[name](model.parameters(), foreach=foreach)
         with xlanb.eager_mode_context(True):
             model(x).square().sum().backward()
-            before = eager_compiles()
+            before = compiles(), eager_compiles()
             opt.step()
-            counts[foreach] = eager_compiles() - before
-    assert counts[None] < counts[False], counts
+            assert (compiles() - before[0], eager_compiles() - before[1]) == (1, 0), foreach
+
+
+@foreach_device
+def test_one_eager_executable_per_foreach_op():
+    """A foreach op run in eager mode (outside a step) is one executable for all its tensors, where a
+    loop over them compiles one per op and shape."""
+    shapes = [(6, 5), (5,), (5, 3), (3,)]
+    with xlanb.eager_mode_context(True):
+        params = [torch.ones(s, device="xla") for s in shapes]
+        before = eager_compiles()
+        torch._foreach_mul_(params, 0.5)
+        foreach = eager_compiles() - before
+        before = eager_compiles()
+        for p in params:
+            p.mul_(0.5)
+        loop = eager_compiles() - before
+    assert (foreach, loop) == (1, len(shapes))
+    assert all(torch.equal(p.cpu(), torch.full(s, 0.25)) for p, s in zip(params, shapes))

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from time import perf_counter_ns as _ns
 
+import contextlib
+import functools
 import sys
 
 import torch
@@ -145,16 +147,34 @@ def defer(error: BaseException, func, args, kwargs):
 def _raising_after_backward(run_backward):
     """torch.autograd's one entry into the engine (backward() and autograd.grad() both call it), which
     raises an error that an op raised inside the engine, and `defer` kept, once the engine has returned:
-    at the user's `backward()` line, as CPU raises it, not at the next sync."""
+    at the user's `backward()` line, as CPU raises it, not at the next sync.
+
+    In eager mode the backward pass is one graph: the engine's ops are recorded lazily and run as graph
+    'backward' when the engine returns, still at the user's line. Nothing between them can read a
+    value but the engine's own hooks (which a value read serves as in lazy mode), and an error inside
+    the engine waits for the engine's end either way; op by op, W7's first step compiled 52 graphs
+    more (docs/performance.md)."""
     def engine_run_backward(*args, **kwargs):
-        out = run_backward(*args, **kwargs)
-        if _rt.deferred and _in_backward() == -1:       # not a backward run inside another's hook
+        whole = _rt.eager and _in_backward() == -1      # eager mode, not a backward inside another's hook
+        if whole:
+            _rt.eager = False
+        try:
+            out = run_backward(*args, **kwargs)
+        finally:
+            if whole:
+                _rt.eager = True
+        if _rt.deferred and _in_backward() == -1:
             error = _rt.deferred[0]
             _rt.deferred.clear()
             _drop_placeholders()
+            if whole:                   # what the failed ops did not reach runs, as it had op by op
+                with contextlib.suppress(Exception):
+                    realize.sync_region("backward", "eager mode's backward pass, which raised")
             error.add_note("xlanb: raised inside the autograd engine, by the op named above; tensors that "
                            "backward computed (e.g. .grad) are invalid: zero them and run the step again")
             raise error.with_traceback(None)
+        if whole:
+            realize.sync_region("backward", "eager mode's backward pass")
         return out
     engine_run_backward._xlanb_raising = True
     return engine_run_backward
@@ -187,6 +207,39 @@ def _drop_placeholders() -> None:
     _rt.pending[:] = [ref for ref in _rt.pending if keep(ref)]
 
 
+def _step_as_one_graph(step):
+    """An optimizer class's step (torch's own wrapper of it: `Optimizer.profile_hook_step`, which calls
+    the step hooks) as one graph 'optimizer step' in eager mode: its ops are recorded lazily and run
+    when it returns, still at the user's line; op by op, AdamW's first step on W7 compiled 7 graphs
+    of 52 tensors each, 1.0 s, and every step launched them one by one (docs/performance.md). A step
+    that raises leaves what it recorded to run too, then raises."""
+    @functools.wraps(step)
+    def step_as_one_graph(*args, **kwargs):
+        if not _rt.eager or _in_backward() != -1:
+            return step(*args, **kwargs)
+        _rt.eager = False
+        try:
+            out = step(*args, **kwargs)
+        except BaseException:
+            _rt.eager = True
+            with contextlib.suppress(Exception):
+                realize.sync_region("optimizer step", "eager mode's optimizer step, which raised")
+            raise
+        _rt.eager = True
+        realize.sync_region("optimizer step", "eager mode's optimizer step")
+        return out
+    return step_as_one_graph
+
+
+def _wrapping_steps(profile_hook_step):
+    """torch.optim.Optimizer.profile_hook_step, which each optimizer class's step goes through once
+    (`_patch_step_function`), with `_step_as_one_graph` around what it makes."""
+    def hook_step(func):
+        return _step_as_one_graph(profile_hook_step(func))
+    hook_step._xlanb_step = True
+    return staticmethod(hook_step)
+
+
 def install() -> None:
     use_dispatch()
     keep_state_through_gc(LazyTensor)      # torch 2.9: a collection emptied a tensor autograd holds
@@ -194,3 +247,6 @@ def install() -> None:
     original = getattr(torch.autograd, "_engine_run_backward", None)
     if original is not None and not getattr(original, "_xlanb_raising", False):
         torch.autograd._engine_run_backward = _raising_after_backward(original)
+    hook_step = getattr(torch.optim.Optimizer, "profile_hook_step", None)
+    if hook_step is not None and not getattr(hook_step, "_xlanb_step", False):
+        torch.optim.Optimizer.profile_hook_step = _wrapping_steps(hook_step)

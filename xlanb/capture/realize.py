@@ -174,16 +174,17 @@ def wait() -> None:
 _wait = wait
 
 
-def sync_eager(mark: int, name: str, op: bool = True) -> None:
+def sync_eager(mark: int, name: str, op: bool = True, cause: str = "") -> None:
     """Eager mode: computes what the last op made pending (_rt.pending[mark:]); an in-place op that
     the fast path may replay next time (`eager_write_memo`) has its graph's key remembered. `op=False`:
-    what was made pending is a compiled graph's call (torch.compile), which runs as a graph."""
+    what was made pending runs as a graph (a compiled graph's call under torch.compile, a backward
+    pass: capture/dispatch.py), said by `cause`."""
     roots = pending_roots(_rt.pending[mark:])
     memo, _rt.eager_write_memo = _rt.eager_write_memo, None
     if roots:
         # donating is safe only when no other pending graph may still read the old buffers
-        graph, compiled = execute(roots, name=name, eager=op, cause="eager op" if op else "compiled graph call",
-                                  donate=(mark == 0))
+        graph, compiled = execute(roots, name=name, eager=op,
+                                  cause=cause or ("eager op" if op else "compiled graph call"), donate=(mark == 0))
         if memo is not None and mark == 0 and memo[0] == name:
             _, fast_key, inputs, scalars = memo
             if (len(graph.inputs) == len(inputs) and all(a is b for a, b in zip(graph.inputs, inputs))
@@ -194,6 +195,18 @@ def sync_eager(mark: int, name: str, op: bool = True) -> None:
         raise_nan()
     if _rt.device_checks:                   # eager mode raises an index check at the op
         bounds.raise_failed()
+
+
+def sync_region(name: str, cause: str) -> None:
+    """Eager mode: what a backward pass or an optimizer step recorded lazily (capture/dispatch.py) runs
+    as one graph `name`, its state fills made device data first as a full sync makes them (fills.py:
+    the first step's graph is then every later step's), its index checks and NaN flag read at once
+    as an eager op's are."""
+    if _rt.state_fills:
+        fills.materialize()
+    sync_eager(0, name, op=False, cause=cause)
+    if _rt.nan_checks:           # debug_nans: eager mode raises a NaN before the user's next line
+        raise_nan()
 
 
 # The eager fast path -----------------------------------------------------------------

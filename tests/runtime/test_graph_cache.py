@@ -181,6 +181,31 @@ def test_a_rule_is_traced_once_per_kind_of_node():
     assert_close(y.cpu(), a.sum(0) + b.sum(1))
 
 
+def test_a_foreach_op_traces_each_kind_of_element_once():
+    """A foreach op's elements go through the rules' memo one by one: six tensors of two shapes are
+    two kinds of element; the node itself is a third entry; taking its outputs adds none."""
+    from xlanb.lower import to_jax
+    to_jax._RULE_JAXPRS.clear()
+    cpu = [torch.rand(3, 4) for _ in range(3)] + [torch.rand(5) for _ in range(3)]
+    out = torch._foreach_mul([xla(t) for t in cpu], 2.5)
+    xlanb.sync()
+    assert len(to_jax._RULE_JAXPRS) == 3
+    for got, t in zip(out, cpu):
+        assert_close(got.cpu(), t * 2.5)
+
+
+def test_the_rules_memo_tells_numbers_of_other_types_and_signs_apart():
+    """A memo key holds the call's constants: 1, 1.0 and True, 0.0 and -0.0, a list and a tuple are
+    different keys, and joining gives back each one's type."""
+    from xlanb.lower.tree import join, split
+    values = [1, 1.0, True, 0.0, -0.0, [2, 3], (2, 3)]
+    skeletons = [split(v, []) for v in values]
+    assert len(set(skeletons)) == len(values)
+    for v, sk in zip(values, skeletons):
+        back = join(sk, [])
+        assert type(back) is type(v) and repr(back) == repr(v)
+
+
 def test_a_value_read_keeps_every_live_tensor_its_graph_computed():
     x = xla(torch.ones(3))
     a = x * 2

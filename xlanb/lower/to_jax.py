@@ -160,7 +160,7 @@ def saturated(x, dtype):
 
 class Step:
     __slots__ = ("pos", "name", "rule", "args", "kwargs", "out_dtypes", "promote_to", "first", "op", "meta", "empty",
-                 "origin", "manual", "why")
+                 "origin", "manual", "why", "pick")
 
 
 def _out_dtypes(meta):
@@ -229,6 +229,7 @@ def build_function(graph: Graph):
         st.empty = isinstance(n.name, str) and n.name.startswith(("aten.", "prims.")) and _all_empty(n.meta)
         st.promote_to, st.first = (_promotion(st.rule, st.args, st.kwargs, metas)
                                    if st.rule is not None and st.rule.promote else (None, None))
+        st.pick = _pick(st)
         steps.append(st)
     root_pos = [index[r] for r in graph.roots]
     if any(p in manual for p in root_pos):
@@ -341,7 +342,23 @@ def _empty_outputs(st: Step):
     return jnp.zeros(st.meta.shape, st.out_dtypes)
 
 
+def _pick(st: Step):
+    """(position, index) of a multi-output node's element that a `xlanb.getitem` step takes, or None.
+    Such a step is the element itself: it is taken from the list directly, not through the rules'
+    memo, whose key would hold every element's type (n getitems of a foreach op over n parameters
+    cost O(n**2) so: 260 of the 440 steps of W7's AdamW step, over 52 parameters)."""
+    if st.name != "xlanb.getitem" or st.rule is None or st.manual is not None or type(st.meta) is not Meta:
+        return None
+    ref, i = st.args
+    return (ref.pos, i) if type(ref) is _Ref and type(i) is int else None
+
+
 def run_step(st: Step, env, scalars):
+    if st.pick is not None:
+        pos, i = st.pick
+        x = env[pos][i]
+        if isinstance(x, jax.Array) and x.dtype == st.out_dtypes and tuple(x.shape) == tuple(st.meta.shape):
+            return x            # anything else (a missing element, another dtype) takes the rule's path
     if st.empty:      # zero-element outputs: no rule needs to handle empty inputs
         return _empty_outputs(st)
     args = _fill(st.args, env, scalars)
@@ -372,29 +389,40 @@ def _apply_rule(st: Step, args, kwargs):
 
 # Rules run through jax.numpy, whose Python costs ~100 us per call while tracing; the same rule
 # on the same input types and constants always traces to the same jaxpr. So each (rule, input
-# avals, constants, output metas) is traced once, and every later node of that kind replays the
-# jaxpr's primitives (a few us each). A memo of pure functions, bounded: a jaxpr may hold the
+# avals, constants, output metas) is traced to a jaxpr once, the second time a node of that kind is
+# met (the first is traced into the graph as it is: most kinds of a graph lowered once are met
+# once), and every later node of that kind replays the jaxpr's primitives (a few us each). A memo of pure functions, bounded: a jaxpr may hold the
 # constants its rule made (an arange, a mask), so the memo starts over past RULE_JAXPRS entries.
 # The graph's matmul precision is part of the memo's key: a dot traced at one is not another's.
 RULE_JAXPRS = 4096
 _RULE_JAXPRS: dict = {}
+_SEEN = object()            # the memo's entry for a kind met once: traced the second time it is met
 
 
 def _traced_once(st: Step, args, kwargs):
+    return traced_once(lambda *a, **kw: _apply_rule(st, a, kw), (st.rule.fn, st.name, st.meta), args, kwargs)
+
+
+def traced_once(fn, kind, args, kwargs):
+    """fn(*args, **kwargs) inside a trace, through the memo: `kind` (hashable) names what fn computes
+    besides its operands' types and constants (a node's rule, name and output metas)."""
     leaves: list = []
     skeleton = split((args, kwargs), leaves)
-    key = (st.rule.fn, st.name, st.meta, skeleton, tuple(jax.typeof(leaf) for leaf in leaves),
-           current_precision())
+    key = (kind, skeleton, tuple(jax.typeof(leaf) for leaf in leaves), current_precision())
     try:
         entry = _RULE_JAXPRS.get(key)
-    except TypeError:                      # an unhashable constant: trace this node as it is
-        return _apply_rule(st, args, kwargs)
-    if entry is None:
+    except TypeError:                      # an unhashable constant: trace this call as it is
+        return fn(*args, **kwargs)
+    if entry is None:                      # first seen: traced as it is (a jaxpr of it would be replayed once)
         if len(_RULE_JAXPRS) >= RULE_JAXPRS:
             _RULE_JAXPRS.clear()
+        _RULE_JAXPRS[key] = _SEEN
+        return fn(*args, **kwargs)
+    if entry is _SEEN:
 
         def body(*arrays):
-            return _apply_rule(st, *join(skeleton, arrays))
+            a, kw = join(skeleton, arrays)
+            return fn(*a, **kw)
         closed, shapes = jax.make_jaxpr(body, return_shape=True)(*leaves)
         entry = _RULE_JAXPRS[key] = (closed, jax.tree_util.tree_structure(shapes))
     closed, tree = entry

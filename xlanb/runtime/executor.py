@@ -25,7 +25,7 @@ from xlanb.ir.precision import matmul_precision
 from xlanb.lower.dtypes import to_jax_dtype
 from xlanb.lower.registry import fallback_ops
 from xlanb.lower.to_jax import build_function
-from xlanb.runtime import device_errors, nans, partition
+from xlanb.runtime import device_errors, ir_context, nans, partition
 from xlanb.runtime.cache import persistent_cache
 from xlanb.runtime.explain import explain
 from xlanb.runtime.outside import jax_entry
@@ -107,7 +107,7 @@ def _lower(graph: Graph) -> Lowered:
     # one device: the configured platform's (jit lowers for jax's default device when no input names
     # one, and that is the first platform jax found: a TPU, where `platform="cpu"` put the inputs on the CPU)
     on_device = jax.default_device(_rt.jax_device()) if mesh is None else contextlib.nullcontext()
-    with jax.enable_x64(True), on_device, warnings.catch_warnings():
+    with jax.enable_x64(True), on_device, ir_context.shared_context(), warnings.catch_warnings():
         warnings.filterwarnings("ignore", message="Some donated buffers were not usable")
         lowered = jax.jit(fn, donate_argnums=donate, keep_unused=bool(recycled)).lower(*avals)
     return Lowered(graph.name, graph.digest(), lowered, len(floats), len(ints), mesh)

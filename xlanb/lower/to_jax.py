@@ -389,10 +389,11 @@ def _apply_rule(st: Step, args, kwargs):
 
 # Rules run through jax.numpy, whose Python costs ~100 us per call while tracing; the same rule
 # on the same input types and constants always traces to the same jaxpr. So each (rule, input
-# avals, constants, output metas) is traced to a jaxpr once, the second time a node of that kind is
-# met (the first is traced into the graph as it is: most kinds of a graph lowered once are met
-# once), and every later node of that kind replays the jaxpr's primitives (a few us each). A memo of pure functions, bounded: a jaxpr may hold the
-# constants its rule made (an arange, a mask), so the memo starts over past RULE_JAXPRS entries.
+# avals, constants, output metas) is traced to a jaxpr once, the second time a node of that kind
+# is met (the first is traced into the graph as it is: most kinds of a graph lowered once are met
+# once), and every later node of that kind replays the jaxpr's primitives (a few us each). A memo
+# of pure functions, bounded: a jaxpr may hold the constants its rule made (an arange, a mask), so
+# the memo starts over past RULE_JAXPRS entries.
 # The graph's matmul precision is part of the memo's key: a dot traced at one is not another's.
 RULE_JAXPRS = 4096
 _RULE_JAXPRS: dict = {}

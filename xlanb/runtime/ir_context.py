@@ -10,7 +10,8 @@ after `ROTATE` lowerings (2,000 one-op lowerings grew the process by 27 MB in on
 a context each). A module keeps the context it was made in alive.
 
 Only lowerings inside `shared_context()` (runtime/executor.py's) take it: JAX's own, and another
-thread's, keep JAX's behaviour. Where this JAX has no `make_ir_context` to ask, nothing changes.
+thread's, keep JAX's behaviour. Where this JAX has no `make_ir_context` to ask, or shares a context
+itself (two calls give one context), nothing changes.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ except (ImportError, AttributeError):         # another JAX: its own context per
 
 ROTATE = 100           # lowerings per context
 _local = threading.local()
+_hooked: bool | None = None      # whether shared_context() shares (decided at its first use)
 
 
 def _make_ir_context(*args, **kwargs):
@@ -43,14 +45,23 @@ def _make_ir_context(*args, **kwargs):
 @contextlib.contextmanager
 def shared_context():
     """Lowerings in the block make their modules in this thread's shared MLIR context."""
-    if _mlir is None:
+    if not hooked():
         yield
         return
-    if _mlir.make_ir_context is not _make_ir_context:
-        _mlir.make_ir_context = _make_ir_context
     before = getattr(_local, "sharing", False)
     _local.sharing = True
     try:
         yield
     finally:
         _local.sharing = before
+
+
+def hooked() -> bool:
+    """Whether `shared_context()` shares a context: JAX has a make_ir_context, which makes a new context
+    at each call (jax 0.10; jax 0.12's reuses a thread's own). Installs the hook the first time."""
+    global _hooked
+    if _hooked is None:
+        _hooked = _mlir is not None and _make_fresh() is not _make_fresh()
+        if _hooked:
+            _mlir.make_ir_context = _make_ir_context
+    return _hooked

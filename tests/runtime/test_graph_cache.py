@@ -181,7 +181,7 @@ def test_a_rule_is_traced_once_per_kind_of_node():
     assert_close(y.cpu(), a.sum(0) + b.sum(1))
 
 
-def test_a_foreach_op_traces_each_kind_of_element_once():
+def test_a_foreach_op_makes_one_memo_entry_per_kind_of_element():
     """A foreach op's elements go through the rules' memo one by one: six tensors of two shapes are
     two kinds of element; the node itself is a third entry; taking its outputs adds none."""
     from xlanb.lower import to_jax
